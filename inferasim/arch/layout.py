@@ -1,0 +1,59 @@
+"""Checks that a parallel layout can run at all: divisibility the engines enforce, and weights that fit."""
+
+from __future__ import annotations
+
+from inferasim.config.errors import ConfigError
+from inferasim.config.scenario import Scenario
+
+
+def _fail(message: str, key: str, origins: dict[str, str], path: str) -> ConfigError:
+    return ConfigError(message, file=origins.get(key, path), key=key)
+
+
+def check_layout(scenario: Scenario, origins: dict[str, str], path: str) -> None:
+    from inferasim.arch.memory import GIB, memory_plan
+
+    model, par = scenario.model, scenario.parallel
+    if par.tp % par.dp_attention:
+        raise _fail(f"attention-DP size {par.dp_attention} must divide parallel.tp={par.tp}",
+                    "parallel.dp_attention", origins, path)
+    attn_tp = par.attn_tp
+    if model.num_attention_heads % attn_tp:
+        raise _fail(f"attention TP {attn_tp} (tp / dp_attention) must divide the "
+                    f"{model.num_attention_heads} attention heads of {model.name}",
+                    "parallel.tp", origins, path)
+    kind = model.attention.kind
+    kvh = model.num_kv_heads
+    if kind.startswith("gqa") and kvh >= attn_tp and kvh % attn_tp:
+        raise _fail(f"attention TP {attn_tp} must divide the {kvh} KV heads of {model.name}",
+                    "parallel.tp", origins, path)
+    if kvh < attn_tp and kind.startswith("gqa") and attn_tp % kvh:
+        raise _fail(f"the {kvh} KV heads of {model.name} cannot be replicated evenly over "
+                    f"attention TP {attn_tp}", "parallel.tp", origins, path)
+    if par.ep > 1:
+        if not model.ffn.is_moe:
+            raise _fail(f"{model.name} has no experts; expert parallelism needs ep=1",
+                        "parallel.ep", origins, path)
+        if par.tp % par.ep or model.ffn.n_routed_experts % par.ep:
+            raise _fail(f"ep={par.ep} must divide tp={par.tp} and the "
+                        f"{model.ffn.n_routed_experts} experts", "parallel.ep", origins, path)
+    if par.dcp > 1:
+        if kind.startswith("mla") and (attn_tp % par.dcp):
+            raise _fail(f"dcp={par.dcp} must divide attention TP {attn_tp} for MLA",
+                        "parallel.dcp", origins, path)
+        if kind.startswith("gqa") and (max(attn_tp // max(kvh, 1), 1) % par.dcp):
+            raise _fail(f"dcp={par.dcp} must divide tp // kv_heads for GQA",
+                        "parallel.dcp", origins, path)
+    plan = memory_plan(scenario)
+    usable = scenario.gpu.hbm_bytes * scenario.engine.mem_fraction
+    if plan.weight_bytes_per_gpu >= usable:
+        raise _fail(
+            f"weights need {plan.weight_bytes_per_gpu / GIB:.1f} GiB per GPU but only "
+            f"{usable / GIB:.1f} GiB ({scenario.engine.mem_fraction:.2f} of "
+            f"{scenario.gpu.name}) is usable; raise parallel.tp or use a smaller weight dtype",
+            "parallel.tp", origins, path)
+    if plan.kv_pool_tokens <= 0:
+        raise _fail(
+            f"no memory left for the KV cache: weights {plan.weight_bytes_per_gpu / GIB:.1f} GiB "
+            f"+ reserve {scenario.engine.reserve_gib:.1f} GiB exceed the "
+            f"{usable / GIB:.1f} GiB budget", "parallel.tp", origins, path)

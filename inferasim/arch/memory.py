@@ -1,0 +1,80 @@
+"""Memory per GPU: weights by dtype and parallelism, KV bytes per token, and the KV pool size.
+
+Pool tokens = HBM x memory fraction - weights - reserve, divided by the KV bytes a token adds
+per GPU (sliding-window bytes are charged per sequence, not per token), unless the scenario
+gives the pool the engine really allocated (``engine.kv_pool_tokens``).
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from inferasim.arch.attention import attention_for
+from inferasim.arch.dtypes import FOUR_BIT, bytes_per_element
+from inferasim.arch.params import param_counts
+from inferasim.arch.spec import ModelSpec
+from inferasim.config.scenario import Scenario
+
+GIB = 1024**3
+
+
+def linear_dtypes(model: ModelSpec, weight_dtype: str) -> dict[str, str]:
+    """Which dtype each group of weights is stored in.
+
+    4-bit checkpoints quantize the FFN/expert weights; attention projections stay fp8
+    (the NVFP4 and MXFP4 DeepSeek checkpoints exclude them), embeddings stay bf16.
+    """
+    expert = model.expert_weight_dtype or weight_dtype
+    rest = "fp8" if weight_dtype in FOUR_BIT else weight_dtype
+    ffn = weight_dtype
+    return {"embedding": "bf16", "attention": rest, "dense_ffn": ffn, "shared_experts": ffn,
+            "routed_experts": expert, "router": "bf16"}
+
+
+@attrs.frozen
+class MemoryPlan:
+    weight_bytes_per_gpu: float
+    kv_bytes_per_token: float          # per GPU, all layers
+    kv_bytes_per_token_layer: float    # per full-attention layer, before parallel division
+    kv_fixed_bytes_per_seq: float      # bounded windows per GPU
+    kv_budget_bytes: float             # what is left for KV on one GPU
+    kv_pool_tokens: int
+    kv_pool_from: str                  # "memory model" or "engine.kv_pool_tokens"
+
+
+def weight_bytes_per_gpu(scenario: Scenario) -> float:
+    model, par = scenario.model, scenario.parallel
+    counts = param_counts(model)
+    dt = linear_dtypes(model, scenario.weight_dtype)
+    b = bytes_per_element
+    per_gpu = (counts.embedding + counts.lm_head) * b(dt["embedding"]) / par.tp
+    # Attention weights are replicated on every attention-DP rank.
+    per_gpu += counts.attention * b(dt["attention"]) / par.attn_tp
+    per_gpu += counts.dense_ffn * b(dt["dense_ffn"]) / par.tp
+    per_gpu += counts.shared_experts * b(dt["shared_experts"]) / par.tp
+    # Experts split by EP (whole experts) and TP within an EP group: either way 1/tp each.
+    per_gpu += counts.routed_experts * b(dt["routed_experts"]) / par.tp
+    per_gpu += counts.router * b(dt["router"])
+    if scenario.speculative.method == "mtp":
+        per_gpu += counts.mtp * b(dt["dense_ffn"]) / par.tp
+    return per_gpu
+
+
+def memory_plan(scenario: Scenario) -> MemoryPlan:
+    model, par, eng = scenario.model, scenario.parallel, scenario.engine
+    kind = attention_for(model)
+    kv_dtype = scenario.kv_dtype
+    per_token = kind.kv_bytes_per_token(kv_dtype, attn_tp=par.attn_tp, dcp=par.dcp,
+                                        latent_sharded=eng.mla_latent_sharded)
+    fixed = kind.kv_fixed_bytes_per_seq(kv_dtype, attn_tp=par.attn_tp)
+    weights = weight_bytes_per_gpu(scenario)
+    budget = scenario.gpu.hbm_bytes * eng.mem_fraction - weights - eng.reserve_gib * GIB
+    if eng.kv_pool_tokens is not None:
+        pool, source = int(eng.kv_pool_tokens), "engine.kv_pool_tokens"
+    else:
+        pool, source = max(0, int(budget // per_token)), "memory model"
+        pool -= pool % eng.page_size
+    return MemoryPlan(weight_bytes_per_gpu=weights, kv_bytes_per_token=per_token,
+                      kv_bytes_per_token_layer=kind.kv_bytes_per_token_layer(kv_dtype),
+                      kv_fixed_bytes_per_seq=fixed, kv_budget_bytes=budget,
+                      kv_pool_tokens=pool, kv_pool_from=source)

@@ -1,0 +1,49 @@
+"""``inferasim describe``: the resolved scenario and its derived memory figures."""
+
+from __future__ import annotations
+
+import json
+
+import click
+import yaml
+
+from inferasim.arch.memory import GIB, memory_plan
+from inferasim.arch.params import param_counts
+from inferasim.cli.options import resolve_scenario, scenario_options
+from inferasim.config.loader import scenario_to_dict
+
+
+@click.command()
+@scenario_options
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def describe(scenario, overrides, as_json, **flags):
+    """Show SCENARIO resolved (catalog merged in) with weights, KV bytes and pool size."""
+    resolved = resolve_scenario(scenario, overrides, **flags)
+    plan = memory_plan(resolved)
+    counts = param_counts(resolved.model)
+    derived = {
+        "weight_bytes_per_gpu": plan.weight_bytes_per_gpu,
+        "kv_bytes_per_token": plan.kv_bytes_per_token,
+        "kv_bytes_per_token_layer": plan.kv_bytes_per_token_layer,
+        "kv_fixed_bytes_per_seq": plan.kv_fixed_bytes_per_seq,
+        "kv_budget_bytes_per_gpu": plan.kv_budget_bytes,
+        "kv_pool_tokens": plan.kv_pool_tokens,
+        "kv_pool_from": plan.kv_pool_from,
+        "kv_dtype": resolved.kv_dtype,
+        "params_total": counts.total,
+        "params_active": counts.active,
+        "gpus": resolved.gpus_per_instance,
+    }
+    if as_json:
+        click.echo(json.dumps({"scenario": scenario_to_dict(resolved), **derived}, default=str))
+        return
+    click.echo(yaml.safe_dump(scenario_to_dict(resolved), sort_keys=False).rstrip())
+    click.echo("---")
+    click.echo(f"parameters: {counts.total / 1e9:.1f} B total, {counts.active / 1e9:.1f} B active")
+    click.echo(f"weights per GPU: {plan.weight_bytes_per_gpu / GIB:.2f} GiB")
+    click.echo(f"KV per token per GPU: {plan.kv_bytes_per_token:,.0f} B "
+               f"(per layer before division: {plan.kv_bytes_per_token_layer:,.0f} B, "
+               f"{resolved.kv_dtype})")
+    if plan.kv_fixed_bytes_per_seq:
+        click.echo(f"bounded KV per sequence per GPU: {plan.kv_fixed_bytes_per_seq / 2**20:.2f} MiB")
+    click.echo(f"KV pool: {plan.kv_pool_tokens:,d} tokens ({plan.kv_pool_from})")

@@ -1,0 +1,47 @@
+"""The ``inferasim`` command group. Each subcommand lives in its own module; this file only registers them."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from inferasim.config.errors import ConfigError
+
+
+class _Group(click.Group):
+    """Turns a user mistake (ConfigError) into one line on stderr and exit status 2."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except ConfigError as exc:
+            click.echo(f"inferasim: error: {exc}", err=True)
+            sys.exit(2)
+
+
+@click.group(cls=_Group)
+@click.version_option(package_name="inferasim")
+def cli() -> None:
+    """Simulate LLM serving deployments: engines, GPUs, topologies, workloads."""
+
+
+def _register() -> None:
+    from inferasim.cli import describe_cmd, knobs_cmd, run_cmd
+
+    cli.add_command(run_cmd.run)
+    cli.add_command(describe_cmd.describe)
+    cli.add_command(knobs_cmd.knobs)
+    try:
+        from inferasim.cli import anchors_cmd
+    except ImportError:
+        anchors_cmd = None
+    if anchors_cmd is not None:
+        cli.add_command(anchors_cmd.anchors)
+
+
+_register()
+
+
+def main() -> None:
+    cli(prog_name="inferasim")

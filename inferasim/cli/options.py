@@ -1,0 +1,36 @@
+"""Options shared by the commands that take a scenario."""
+
+from __future__ import annotations
+
+import click
+
+from inferasim.config.loader import load_scenario
+
+SCENARIO_FLAG_KEYS = {
+    "kv_pool_tokens": "engine.kv_pool_tokens",
+    "max_num_seqs": "engine.max_num_seqs",
+    "workload_resident_tokens": "workload.resident_tokens",
+    "exact_steps": "sim.exact_steps",
+}
+
+
+def scenario_options(func):
+    """SCENARIO argument, --set overrides and the scenario-key shortcuts."""
+    func = click.option("--exact-steps", is_flag=True, default=None,
+                        help="Simulate every engine step (the reference mode).")(func)
+    func = click.option("--workload-resident-tokens", type=int, default=None,
+                        help="Length-biased mean resident tokens per session (workload.resident_tokens).")(func)
+    func = click.option("--max-num-seqs", type=int, default=None,
+                        help="Engine's running-sequence limit (engine.max_num_seqs).")(func)
+    func = click.option("--kv-pool-tokens", type=int, default=None,
+                        help="The KV pool the engine really allocated (engine.kv_pool_tokens).")(func)
+    func = click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+                        help="Override a scenario key, e.g. --set workload.concurrency=8.")(func)
+    func = click.argument("scenario", required=False, type=click.Path(dir_okay=False))(func)
+    return func
+
+
+def resolve_scenario(scenario, overrides, **flags):
+    extra = [f"{SCENARIO_FLAG_KEYS[k]}={str(v).lower() if isinstance(v, bool) else v}"
+             for k, v in flags.items() if k in SCENARIO_FLAG_KEYS and v is not None]
+    return load_scenario(scenario, list(overrides) + extra)

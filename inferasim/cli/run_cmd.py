@@ -1,0 +1,48 @@
+"""``inferasim run``: replay a scenario end to end and print its summary."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import click
+
+from inferasim.cli.options import resolve_scenario, scenario_options
+from inferasim.config.knobs import Knobs
+from inferasim.report.run_report import replay_summary, write_outputs
+from inferasim.report.tables import summary_table
+from inferasim.serve.simulation import simulate
+
+
+@click.command()
+@scenario_options
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="Write requests, occupancy, summary.json and the resolved scenario here.")
+@click.option("--format", "out_format", type=click.Choice(["csv", "parquet"]), default="csv",
+              help="Format of the request rows in --out.")
+def run(scenario, overrides, as_json, out_dir, out_format, **flags):
+    """Replay SCENARIO (default: scenarios/quickstart.yaml) and print the summary."""
+    resolved = resolve_scenario(scenario, overrides, **flags)
+    knobs = Knobs.from_env()
+    started = time.perf_counter()
+    result = simulate(resolved, knobs)
+    frame, summary = replay_summary(result)
+    summary["wall_s"] = time.perf_counter() - started
+    if out_dir:
+        if out_format == "parquet":
+            try:
+                import pyarrow  # noqa: F401
+            except ImportError:
+                raise click.UsageError("--format parquet needs pyarrow (pip install "
+                                       "'inferasim[parquet]')") from None
+        write_outputs(Path(out_dir), result, frame, summary, out_format)
+    if as_json:
+        click.echo(json.dumps(summary, default=str))
+    else:
+        title = (f"{resolved.name}: {resolved.model.name} on {resolved.parallel.tp}x"
+                 f"{resolved.gpu.name}, {resolved.engine.name}, {resolved.workload.format} "
+                 f"workload, concurrency {resolved.workload.concurrency}")
+        click.echo(summary_table(summary, title))
+        click.echo(f"(simulated {result.end_s:.0f} s in {summary['wall_s']:.2f} s of wall time)")

@@ -1,0 +1,25 @@
+"""The one error type a user mistake raises: it names the file, the key path and what was expected."""
+
+from __future__ import annotations
+
+
+class ConfigError(Exception):
+    """A bad scenario, override or catalog entry.
+
+    The CLI prints ``str(err)`` as one line and exits with status 2; nothing is written.
+    """
+
+    def __init__(self, message: str, *, file: str | None = None, key: str | None = None):
+        self.file = file
+        self.key = key
+        self.message = message
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = []
+        if self.file:
+            where.append(str(self.file))
+        if self.key:
+            where.append(self.key)
+        prefix = ": ".join(where)
+        return f"{prefix}: {self.message}" if prefix else self.message

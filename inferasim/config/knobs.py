@@ -1,0 +1,88 @@
+"""Every ``INFERASIM_*`` environment knob, declared once with its meaning.
+
+Code reads knobs only through ``Knobs.from_env`` so that a run's knob settings are one value
+that can be recorded beside its results and varied by ``inferasim ablate``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+import attrs
+
+from inferasim.config.errors import ConfigError
+
+
+@attrs.frozen
+class KnobDecl:
+    name: str
+    kind: type
+    default: object
+    meaning: str
+
+
+KNOBS: tuple[KnobDecl, ...] = (
+    KnobDecl("INFERASIM_DPA_DECODE_DENSE", bool, False,
+             "Price attention-DP decode attention dense over the whole context, ignoring "
+             "selection and compression (the ablation of behaviour.md section 3)."),
+    KnobDecl("INFERASIM_DES_LOCKSTEP", int, 1,
+             "Price a step at the combined batch of N attention-DP schedulers stepping "
+             "together, ending for all at once (SGLang DP ranks sync at every MoE layer)."),
+)
+
+_BY_NAME = {k.name: k for k in KNOBS}
+
+
+def _parse(decl: KnobDecl, raw: str, origin: str):
+    text = raw.strip()
+    if decl.kind is bool:
+        if text.lower() in ("1", "true", "yes", "on"):
+            return True
+        if text.lower() in ("0", "false", "no", "off", ""):
+            return False
+        raise ConfigError(f"expected 0 or 1, got {raw!r}", file=origin, key=decl.name)
+    if decl.kind is int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise ConfigError(f"expected an integer, got {raw!r}", file=origin,
+                              key=decl.name) from None
+        if value < 1:
+            raise ConfigError(f"expected an integer of at least 1, got {raw!r}", file=origin,
+                              key=decl.name)
+        return value
+    raise TypeError(decl.kind)
+
+
+@attrs.frozen
+class Knobs:
+    dpa_decode_dense: bool = False
+    des_lockstep: int = 1
+
+    @classmethod
+    def from_mapping(cls, env: Mapping[str, str], origin: str = "environment") -> Knobs:
+        values = {}
+        for decl in KNOBS:
+            if decl.name in env:
+                field = decl.name.removeprefix("INFERASIM_").lower()
+                values[field] = _parse(decl, env[decl.name], origin)
+        return cls(**values)
+
+    @classmethod
+    def from_env(cls) -> Knobs:
+        return cls.from_mapping(os.environ)
+
+    def with_setting(self, text: str, origin: str = "--knob") -> Knobs:
+        """Apply ``NAME=VALUE``; an unknown name is an error."""
+        name, _, raw = text.partition("=")
+        decl = _BY_NAME.get(name.strip())
+        if decl is None:
+            import difflib
+
+            near = difflib.get_close_matches(name, list(_BY_NAME), n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise ConfigError(f"unknown knob{hint}; run 'inferasim knobs' to list them",
+                              file=origin, key=name)
+        field = decl.name.removeprefix("INFERASIM_").lower()
+        return attrs.evolve(self, **{field: _parse(decl, raw, origin)})

@@ -1,0 +1,69 @@
+"""Scenario file + overrides -> a resolved, validated ``Scenario``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from inferasim.arch.spec import ModelSpec
+from inferasim.config.catalog import DEFAULT_SCENARIO, load_entry
+from inferasim.config.errors import ConfigError
+from inferasim.config.overrides import apply_overrides
+from inferasim.config.scenario import EngineSpec, Scenario, ScenarioSpec
+from inferasim.config.typed import build_spec, spec_to_dict
+from inferasim.config.yaml_tree import deep_merge, load_tree
+from inferasim.cost.gpu import GpuSpec
+
+
+def _origin(origins: dict[str, str], key: str, fallback: str) -> str:
+    return origins.get(key, fallback)
+
+
+def resolve(data: dict[str, Any], origins: dict[str, str], path: str) -> Scenario:
+    spec: ScenarioSpec = build_spec(ScenarioSpec, data, origins=origins, default_file=path)
+
+    mdata, morigins, _ = load_entry("models", spec.model.name, key="model.name",
+                                    origin_file=_origin(origins, "model.name", path))
+    if spec.model.weight_dtype is not None:
+        mdata["weight_dtype"] = spec.model.weight_dtype
+        morigins["weight_dtype"] = _origin(origins, "model.weight_dtype", path)
+    model = build_spec(ModelSpec, mdata, prefix="model", default_file=str(path),
+                       origins={f"model.{k}": v for k, v in morigins.items()})
+
+    gdata, gorigins, _ = load_entry("gpus", spec.gpu.name, key="gpu.name",
+                                    origin_file=_origin(origins, "gpu.name", path))
+    gpu = build_spec(GpuSpec, gdata, prefix="gpu", default_file=str(path),
+                     origins={f"gpu.{k}": v for k, v in gorigins.items()})
+
+    engine_name = spec.engine.get("name")
+    if not isinstance(engine_name, str):
+        raise ConfigError("missing required key (an engine name: vllm, sglang, mori-sglang, atom)",
+                          file=_origin(origins, "engine", path), key="engine.name")
+    edata, eorigins, _ = load_entry("engines", engine_name, key="engine.name",
+                                    origin_file=_origin(origins, "engine.name", path))
+    merged_engine = deep_merge(edata, spec.engine)
+    eorigins = {f"engine.{k}": v for k, v in eorigins.items()}
+    eorigins.update({k: v for k, v in origins.items() if k.startswith("engine.")})
+    engine = build_spec(EngineSpec, merged_engine, prefix="engine", origins=eorigins,
+                        default_file=str(path))
+
+    scenario = Scenario(name=spec.name, description=spec.description, path=str(path),
+                        model=model, gpu=gpu, engine=engine, parallel=spec.parallel,
+                        speculative=spec.speculative, workload=spec.workload, sim=spec.sim)
+    # Imported here: the layout checks live with the memory math they depend on.
+    from inferasim.arch.layout import check_layout
+
+    check_layout(scenario, origins, path)
+    return scenario
+
+
+def load_scenario(path: str | Path | None = None, overrides: list[str] | None = None) -> Scenario:
+    """Load a scenario (the bundled quickstart when ``path`` is None) and apply ``--set`` overrides."""
+    scenario_path = Path(path) if path is not None else DEFAULT_SCENARIO
+    data, origins = load_tree(scenario_path)
+    apply_overrides(data, origins, list(overrides or []))
+    return resolve(data, origins, str(scenario_path.resolve()))
+
+
+def scenario_to_dict(scenario: Scenario) -> dict[str, Any]:
+    return spec_to_dict(scenario)

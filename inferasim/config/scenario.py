@@ -1,0 +1,192 @@
+"""The typed, frozen scenario: what is deployed (model, GPU, engine, parallelism) and what load it sees."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from inferasim.arch.spec import WEIGHT_DTYPES, ModelSpec
+from inferasim.config.typed import choices
+from inferasim.cost.gpu import GpuSpec
+
+ENGINES = ("vllm", "sglang", "mori-sglang", "atom")
+WORKLOAD_FORMATS = ("synthetic", "random", "mooncake", "agentx", "sessions")
+
+
+@attrs.frozen
+class ModelRef:
+    name: str
+    weight_dtype: str | None = attrs.field(default=None, metadata=choices(*WEIGHT_DTYPES))
+
+
+@attrs.frozen
+class GpuRef:
+    name: str
+
+
+@attrs.frozen
+class EngineSpec:
+    """An engine's scheduling and memory behaviour; defaults come from its catalog base."""
+
+    name: str = attrs.field(metadata=choices(*ENGINES))
+    source: str = ""
+    version: str = ""
+    scheduler: str = attrs.field(default="unified", metadata=choices("unified", "prefill-exclusive"))
+    queue_policy: str = attrs.field(default="lpm", metadata=choices("fcfs", "lpm"))
+    # LPM falls back to arrival order past this many waiting requests (SGLang: 128).
+    lpm_max_waiting: int = 128
+    preemption: str = attrs.field(default="recompute-newest",
+                                  metadata=choices("recompute-newest", "retract-fewest-output"))
+    eviction_policy: str = attrs.field(default="leaf-lru", metadata=choices("leaf-lru", "recency"))
+    prefix_caching: bool = True
+    kv_dtype: str = attrs.field(default="auto", metadata=choices("auto", "bf16", "fp8"))
+    # What ``auto`` means on this engine (the model's stack dtype unless the engine forces fp8).
+    kv_dtype_auto: str = attrs.field(default="bf16", metadata=choices("bf16", "fp8"))
+    mem_fraction: float = 0.9
+    # Activation peak, graphs and workspace kept out of the KV budget, GiB per GPU.
+    reserve_gib: float = 4.0
+    page_size: int = 16
+    max_num_seqs: int = 1024
+    max_num_batched_tokens: int = 8192
+    chunked_prefill_size: int = 8192
+    # The pool the engine really allocated (tokens); overrides the memory model.
+    kv_pool_tokens: int | None = None
+    # mori-sglang shards the MLA latent across attention-TP ranks; vLLM and SGLang replicate it.
+    mla_latent_sharded: bool = False
+    attention_backend: str = ""
+    # Host-side time each step pays on top of the GPU's own fixed cost; seconds.
+    step_overhead_s: float = 0.0
+    # SGLang's admission reserves each new request's remaining output (clipped) and each
+    # running request's at ``new_token_ratio``; vLLM reserves nothing for outputs.
+    reserve_output_on_admission: bool = False
+    output_reserve_clip: int = 4096
+    new_token_ratio_init: float = 0.7
+    new_token_ratio_min: float = 0.098
+    new_token_ratio_decay_steps: int = 600
+
+
+@attrs.frozen
+class ParallelSpec:
+    tp: int = 1
+    ep: int = 1
+    dp_attention: int = 1
+    dcp: int = 1
+
+    def __attrs_post_init__(self) -> None:
+        for name in ("tp", "ep", "dp_attention", "dcp"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"parallel.{name} must be at least 1")
+
+    @property
+    def attn_tp(self) -> int:
+        return self.tp // self.dp_attention
+
+
+@attrs.frozen
+class SpeculativeSpec:
+    method: str = attrs.field(default="none", metadata=choices("none", "mtp", "eagle3", "dspark"))
+    draft_tokens: int = 0
+    acceptance: float = 0.0
+
+    @property
+    def verify_width(self) -> int:
+        return 1 + (self.draft_tokens if self.method != "none" else 0)
+
+
+@attrs.frozen
+class SyntheticSpec:
+    """Multi-turn chat sessions. Lengths are fitted to the Mooncake conversation trace, think
+    time to the AgentX corpus; docs/workloads.md gives the figures used."""
+
+    system_prompt_tokens: int = 512
+    first_prompt_tokens_median: float = 5200.0
+    first_prompt_sigma: float = 1.24
+    turn_tokens_median: float = 490.0
+    turn_sigma: float = 1.8
+    output_tokens_median: float = 350.0
+    output_sigma: float = 0.42
+    turns_mean: float = 1.63
+    think_time_median_s: float = 10.0
+    think_time_sigma: float = 1.3
+    max_prompt_tokens: int = 131072
+    # Granularity of the prompt's block keys (the prefix cache's unit).
+    block_tokens: int = 16
+
+
+@attrs.frozen
+class WorkloadSpec:
+    format: str = attrs.field(default="synthetic", metadata=choices(*WORKLOAD_FORMATS))
+    trace: str | None = None
+    isl: int = 1024
+    osl: int = 1024
+    concurrency: int = 8
+    # Seconds of arrivals after the warm-up; None = 600 s for generated workloads, the whole
+    # trace for recorded ones.
+    duration_s: float | None = None
+    warmup_s: float = 0.0
+    seed: int = 42
+    # Open-loop arrival rate (requests/s) for random and synthetic workloads; None = closed loop.
+    rate: float | None = None
+    # Trace time is divided by this: 2.0 replays a trace twice as fast.
+    rate_scale: float = 1.0
+    max_requests: int | None = None
+    # Length-biased mean of resident tokens per session, when known (sizes admission checks).
+    resident_tokens: int | None = None
+    # Mooncake: replay implicit follow-up turns as closed-loop sessions instead of at their stamps.
+    mooncake_sessions: bool = False
+    synthetic: SyntheticSpec = attrs.field(factory=SyntheticSpec)
+
+
+@attrs.frozen
+class SimSpec:
+    # Simulate every engine step instead of advancing steady decode in macro-steps.
+    exact_steps: bool = False
+    # Most decode steps one macro-step may cover.
+    max_macro_steps: int = 512
+
+
+@attrs.frozen
+class ScenarioSpec:
+    """The scenario file's own keys (before catalog resolution)."""
+
+    model: ModelRef
+    gpu: GpuRef
+    engine: dict[str, Any]
+    name: str = "scenario"
+    description: str = ""
+    parallel: ParallelSpec = attrs.field(factory=ParallelSpec)
+    speculative: SpeculativeSpec = attrs.field(factory=SpeculativeSpec)
+    workload: WorkloadSpec = attrs.field(factory=WorkloadSpec)
+    sim: SimSpec = attrs.field(factory=SimSpec)
+
+
+@attrs.frozen
+class Scenario:
+    """A resolved scenario: catalog entries merged in, every value concrete."""
+
+    name: str
+    description: str
+    path: str
+    model: ModelSpec
+    gpu: GpuSpec
+    engine: EngineSpec
+    parallel: ParallelSpec
+    speculative: SpeculativeSpec
+    workload: WorkloadSpec
+    sim: SimSpec
+
+    @property
+    def weight_dtype(self) -> str:
+        return self.model.weight_dtype
+
+    @property
+    def kv_dtype(self) -> str:
+        return self.engine.kv_dtype_auto if self.engine.kv_dtype == "auto" else self.engine.kv_dtype
+
+    @property
+    def gpus_per_instance(self) -> int:
+        return self.parallel.tp
+
+    def evolve(self, **sections: Any) -> Scenario:
+        return attrs.evolve(self, **sections)

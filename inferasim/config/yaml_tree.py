@@ -1,0 +1,114 @@
+"""YAML files with ``extends:`` / ``bases:`` inheritance, deep-merged, with the origin of every key kept.
+
+Later files win; a mapping merges key by key, anything else is replaced whole. The origin
+map (dotted key -> file that set it last) lets validation errors name the file a bad value
+really came from, not just the leaf scenario.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import re
+
+import yaml
+
+from inferasim.config.errors import ConfigError
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that also reads ``3.35e12`` as a number (YAML 1.1 wants ``3.35e+12``)."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+    |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+    |\.[0-9_]+(?:[eE][-+][0-9]+)?
+    |[-+]?\.(?:inf|Inf|INF)
+    |\.(?:nan|NaN|NAN))$""", re.X),
+    list("-+0123456789."),
+)
+
+
+def parse_yaml(text: str):
+    return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+
+INHERIT_KEYS = ("extends", "bases")
+
+Origins = dict[str, str]
+
+
+def read_yaml_mapping(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        raise ConfigError("file not found", file=str(path))
+    if not path.is_file():
+        raise ConfigError("expected a YAML file, found a directory", file=str(path))
+    try:
+        data = parse_yaml(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"not valid YAML{where}", file=str(path)) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"expected a mapping at the top level, found {type(data).__name__}", file=str(path)
+        )
+    return data
+
+
+def _record_origins(data: Any, prefix: str, file: str, origins: Origins) -> None:
+    if isinstance(data, dict):
+        for key, value in data.items():
+            dotted = f"{prefix}.{key}" if prefix else str(key)
+            origins[dotted] = file
+            _record_origins(value, dotted, file, origins)
+
+
+def deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in top.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _parents(data: dict[str, Any], path: Path) -> list[Path]:
+    found = [k for k in INHERIT_KEYS if k in data]
+    if len(found) > 1:
+        raise ConfigError("use either 'extends' or 'bases', not both", file=str(path), key=found[1])
+    if not found:
+        return []
+    key = found[0]
+    raw = data.pop(key)
+    if isinstance(raw, str):
+        raw = [raw]
+    if not isinstance(raw, list) or not all(isinstance(p, str) for p in raw):
+        raise ConfigError("expected a path or a list of paths", file=str(path), key=key)
+    return [(path.parent / p).resolve() for p in raw]
+
+
+def load_tree(path: Path, _stack: tuple[Path, ...] = ()) -> tuple[dict[str, Any], Origins]:
+    """Load ``path`` with everything it extends; return the merged mapping and key origins."""
+    path = Path(path).resolve()
+    if path in _stack:
+        chain = " -> ".join(p.name for p in (*_stack, path))
+        raise ConfigError(f"cyclic extends: {chain}", file=str(_stack[-1]), key="extends")
+    data = read_yaml_mapping(path)
+    merged: dict[str, Any] = {}
+    origins: Origins = {}
+    for parent in _parents(data, path):
+        if not parent.exists():
+            raise ConfigError(f"extended file not found: {parent}", file=str(path), key="extends")
+        pdata, porigins = load_tree(parent, (*_stack, path))
+        merged = deep_merge(merged, pdata)
+        origins.update(porigins)
+    merged = deep_merge(merged, data)
+    _record_origins(data, "", str(path), origins)
+    return merged, origins

@@ -1,0 +1,105 @@
+"""Turn attention work (FLOPs and bytes per term) into seconds on one GPU.
+
+Phases:
+- ``decode`` under tensor parallelism: heads split over attention-TP ranks, so each rank does
+  1/attn_tp of the FLOPs but (MLA) reads the whole replicated latent; a roofline per term.
+- ``dpa-decode``: under attention-DP a rank runs every head of its own sequences, so decode
+  attention over long contexts is compute-bound; priced from the attention actually run
+  (compression schedule, else uniform selection, else a configured scale) plus the indexer,
+  unless ``dense`` is forced by INFERASIM_DPA_DECODE_DENSE (see
+  ``inferasim.arch.sparse_attention.decode_attention_cost``).
+- ``prefill``: compute-bound per term, heads split over attention-TP ranks.
+
+Math rates:
+- attention terms run at the bf16 rate, except MLA decode (``mla``, ``mla_dsa``) with an fp8
+  KV cache on AMD parts, where AITER's MLA decode kernel ``mla_decode_fwd`` is a8w8 (fp8 Q
+  and KV on the fp8 matrix cores); the DSA sparse decode is that same kernel, the top-k
+  indices standing in for its page table (HIP page size 1). NVIDIA's FlashMLA dequantises fp8
+  KV to bf16; GQA paged attention and DeepSeek-V4's kernel are priced at bf16; prefill is bf16.
+- the indexer term runs at its own dtype's rate (fp8 for DSA / DeepSeek-V4) divided by the
+  GPU's ``sparse_indexer_cost_scale`` (fused AITER on gfx950 = 1, unfused Torch on gfx942 > 1).
+  The indexer is replicated on every attention-TP rank (ReplicatedLinear, all index heads per
+  rank), so its FLOPs and its index-key reads are not divided by TP.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from inferasim.arch.attention import AttentionCost, AttentionKind
+from inferasim.cost.gpu import GpuSpec
+
+PHASES = ("prefill", "decode", "dpa-decode")
+DECODE_PHASES = ("decode", "dpa-decode")
+INDEXING = "indexing"
+
+
+FP8_MATH_KINDS = ("mla", "mla_dsa")
+
+
+def attention_math_dtype(gpu: GpuSpec, *, phase: str, kv_dtype: str | None,
+                         attention_kind: str | None) -> str:
+    """The dtype the attention (not indexer) math runs in for this phase, KV dtype and kind."""
+    if (phase in DECODE_PHASES and kv_dtype == "fp8" and gpu.vendor == "amd"
+            and attention_kind in FP8_MATH_KINDS):
+        return "fp8"
+    return "bf16"
+
+
+def attention_rate(gpu: GpuSpec, math_dtype: str = "bf16") -> float:
+    """Attained FLOP/s of the attention terms on one GPU."""
+    return gpu.peak_flops(math_dtype) * gpu.efficiency.attention
+
+
+def indexer_rate(gpu: GpuSpec, *, index_dtype: str = "fp8",
+                 indexer_cost_scale: float | None = None) -> float:
+    """Attained FLOP/s of the indexer: its dtype's rate over the kernel's cost scale."""
+    scale = gpu.sparse_indexer_cost_scale if indexer_cost_scale is None else indexer_cost_scale
+    return gpu.peak_flops(index_dtype) * gpu.efficiency.attention / max(scale, 1e-9)
+
+
+def attention_seconds(cost: AttentionCost, gpu: GpuSpec, *, phase: str, attn_tp: int,
+                      kv_bytes_divisor: float, math_dtype: str = "bf16",
+                      index_dtype: str = "fp8",
+                      indexer_cost_scale: float | None = None) -> dict[str, np.ndarray]:
+    """Seconds per sequence for each term.
+
+    ``kv_bytes_divisor`` is how many ranks share the reading of the KV bytes (attn_tp for GQA
+    heads split across ranks, 1 for a replicated MLA latent). ``math_dtype`` is the dtype of
+    the attention terms' math (``attention_math_dtype``); ``index_dtype`` the indexer's;
+    ``indexer_cost_scale`` overrides the GPU's kernel scale.
+    """
+    if phase not in PHASES:
+        raise ValueError(phase)
+    attn_rate = attention_rate(gpu, math_dtype)
+    index_rate = indexer_rate(gpu, index_dtype=index_dtype, indexer_cost_scale=indexer_cost_scale)
+    bw = gpu.hbm_bw * gpu.efficiency.memory
+    out: dict[str, np.ndarray] = {}
+    for term, flops in cost.flops.items():
+        flops = np.asarray(flops, dtype=np.float64)
+        if term == INDEXING:
+            compute = flops / index_rate
+            divisor = 1.0
+        else:
+            compute = flops / (attn_rate * attn_tp)
+            divisor = kv_bytes_divisor
+        if phase == "decode":
+            memory = np.asarray(cost.bytes.get(term, 0.0), dtype=np.float64) / (bw * divisor)
+            out[term] = np.maximum(compute, memory)
+        else:
+            out[term] = compute
+    return out
+
+
+def kind_attention_seconds(kind: AttentionKind, cost: AttentionCost, gpu: GpuSpec, *,
+                           phase: str, attn_tp: int, kv_bytes_divisor: float, kv_dtype: str,
+                           indexer_cost_scale: float | None = None) -> dict[str, np.ndarray]:
+    """``attention_seconds`` at the kind's own math rates (attention and indexer dtypes)."""
+    from inferasim.arch.sparse_attention import indexer_dtype
+
+    math = attention_math_dtype(gpu, phase=phase, kv_dtype=kv_dtype,
+                                attention_kind=kind.model.attention.kind)
+    return attention_seconds(cost, gpu, phase=phase, attn_tp=attn_tp,
+                             kv_bytes_divisor=kv_bytes_divisor, math_dtype=math,
+                             index_dtype=indexer_dtype(kind),
+                             indexer_cost_scale=indexer_cost_scale)

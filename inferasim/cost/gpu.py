@@ -1,0 +1,52 @@
+"""A GPU part: peak rates from its datasheet and the efficiencies that turn peaks into step time."""
+
+from __future__ import annotations
+
+import attrs
+
+from inferasim.config.typed import choices
+
+
+@attrs.frozen
+class Efficiency:
+    """Fractions of peak a serving step reaches; declared per GPU base, never defaulted silently."""
+
+    gemm: float
+    attention: float
+    memory: float
+    collective: float
+
+
+@attrs.frozen
+class GpuSpec:
+    name: str
+    source: str
+    vendor: str = attrs.field(metadata=choices("amd", "nvidia"))
+    arch: str
+    isa: str
+    hbm_bytes: float
+    hbm_bw: float
+    bf16_flops: float
+    fp8_flops: float
+    fp4_flops: float | None
+    scaleup_bw_per_dir: float
+    scaleup_domain: int
+    efficiency: Efficiency
+    # Launch and scheduling time every step pays whatever its size (kernel launches,
+    # sampler, host bookkeeping); seconds.
+    step_overhead_s: float
+    # Latency of one collective hop; seconds.
+    collective_latency_s: float
+    # Relative cost of the sparse-attention indexer kernel on this part: 1.0 for a fused
+    # kernel, more for an unfused one (Torch on gfx942).
+    sparse_indexer_cost_scale: float = 1.0
+    l2_bytes: float = 0.0
+
+    def peak_flops(self, dtype: str) -> float:
+        if dtype in ("mxfp4", "nvfp4", "fp4") and self.fp4_flops:
+            return self.fp4_flops
+        if dtype in ("fp8", "int8", "mxfp4", "nvfp4", "fp4"):
+            # 4-bit weights without native 4-bit math run as fp8 (or dequantised) GEMMs.
+            return self.fp8_flops
+        # int4 checkpoints are W4A16: the math runs in bf16.
+        return self.bf16_flops

@@ -1,0 +1,28 @@
+"""Per-request rows of a replay as a pandas frame (built once, at the end, from the request records)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+COLUMNS = ("rid", "session", "turn", "instance", "arrival_s", "admitted_s", "first_token_s",
+           "finish_s", "prompt_tokens", "cached_tokens", "output_tokens", "preemptions")
+
+
+def request_frame(requests: list) -> pd.DataFrame:
+    n = len(requests)
+    cols = {
+        "rid": np.fromiter((r.rid for r in requests), np.int64, n),
+        "session": np.fromiter((r.spec.session for r in requests), np.int64, n),
+        "turn": np.fromiter((r.spec.turn for r in requests), np.int64, n),
+        "instance": np.fromiter((r.instance for r in requests), np.int64, n),
+        "arrival_s": np.fromiter((r.arrival for r in requests), np.float64, n),
+        "admitted_s": np.fromiter((r.admitted for r in requests), np.float64, n),
+        "first_token_s": np.fromiter((r.first_token for r in requests), np.float64, n),
+        "finish_s": np.fromiter((r.finish for r in requests), np.float64, n),
+        "prompt_tokens": np.fromiter((r.spec.prompt_tokens for r in requests), np.int64, n),
+        "cached_tokens": np.fromiter((max(r.cached_first, 0) for r in requests), np.int64, n),
+        "output_tokens": np.fromiter((r.spec.output_tokens for r in requests), np.int64, n),
+        "preemptions": np.fromiter((r.preemptions for r in requests), np.int64, n),
+    }
+    return pd.DataFrame(cols, columns=list(COLUMNS))

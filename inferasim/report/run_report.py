@@ -1,0 +1,60 @@
+"""From a finished replay to what the user sees: the frame, the summary, the output folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pandas as pd
+import yaml
+
+from inferasim.config.loader import scenario_to_dict
+from inferasim.report.frame import request_frame
+from inferasim.report.summary import summarize
+
+
+def replay_summary(result) -> tuple[pd.DataFrame, dict[str, Any]]:
+    frame = request_frame(result.requests)
+    evictions = sum(e.kv.cache.stats.evictions for e in result.engines) \
+        * result.engines[0].kv.bt
+    summary = summarize(frame, window_start_s=result.window_start_s, horizon_s=result.horizon_s,
+                        kv_pool_tokens=result.memory.kv_pool_tokens,
+                        gpus=result.scenario.gpus_per_instance * len(result.engines),
+                        calibration=result.calibration,
+                        engine_stats=[e.stats for e in result.engines], evictions=evictions)
+    return frame, summary
+
+
+def occupancy_frame(result) -> pd.DataFrame:
+    rows = [(e.index, t, used, cached) for e in result.engines for t, used, cached in e.stats.occupancy]
+    return pd.DataFrame(rows, columns=["instance", "time_s", "pool_used_tokens", "cached_tokens"])
+
+
+def write_outputs(out_dir: Path, result, frame: pd.DataFrame, summary: dict[str, Any],
+                  fmt: str = "csv") -> None:
+    """Write into a temporary folder, then move it into place: never a half-written result."""
+    out_dir = Path(out_dir)
+    parent = out_dir.resolve().parent
+    parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".inferasim-", dir=parent))
+    try:
+        if fmt == "parquet":
+            frame.to_parquet(tmp / "requests.parquet", index=False)
+        else:
+            frame.to_csv(tmp / "requests.csv", index=False)
+        occupancy_frame(result).to_csv(tmp / "occupancy.csv", index=False)
+        (tmp / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+        resolved = scenario_to_dict(result.scenario)
+        resolved["knobs"] = attrs.asdict(result.knobs)
+        (tmp / "scenario.resolved.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        os.replace(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

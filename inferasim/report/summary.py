@@ -1,0 +1,70 @@
+"""The windowed summary of a replay.
+
+Window: requests that *arrive* in [warm-up, horizon) are measured; rates are taken over the
+window plus the drain (from the window's start to the last of those requests' finish), the
+way a benchmark client that stops issuing at its horizon and waits for stragglers reports.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+
+def _pct(values: np.ndarray, q: float) -> float:
+    return float(np.percentile(values, q)) if values.size else float("nan")
+
+
+def _mean(values: np.ndarray) -> float:
+    return float(values.mean()) if values.size else float("nan")
+
+
+def summarize(frame: pd.DataFrame, *, window_start_s: float, horizon_s: float,
+              kv_pool_tokens: int, gpus: int, calibration: dict[str, Any],
+              engine_stats: list, evictions: int) -> dict[str, Any]:
+    inwin = frame[(frame.arrival_s >= window_start_s) & (frame.arrival_s < horizon_s)]
+    done = inwin[np.isfinite(inwin.finish_s)]
+    end = float(done.finish_s.max()) if len(done) else horizon_s
+    window = max(end - window_start_s, 1e-9)
+    out_tok = float(done.output_tokens.sum())
+    in_tok = float(done.prompt_tokens.sum())
+    ttft = (done.first_token_s - done.arrival_s).to_numpy()
+    e2e = (done.finish_s - done.arrival_s).to_numpy()
+    gaps = (done.output_tokens - 1).to_numpy().astype(np.float64)
+    decode_span = (done.finish_s - done.first_token_s).to_numpy()
+    multi = gaps > 0
+    tpot = decode_span[multi] / gaps[multi]
+    itl_mean = float(decode_span[multi].sum() / gaps[multi].sum()) if multi.any() else float("nan")
+    prompts = float(inwin.prompt_tokens.sum())
+    hit = float(inwin.cached_tokens.sum()) / prompts if prompts else 0.0
+    steps = sum(s.steps for s in engine_stats)
+    return {
+        "requests_completed": int(len(done)),
+        "requests_sent": int(len(inwin)),
+        "window_s": window,
+        "output_tok_s": out_tok / window,
+        "input_tok_s": in_tok / window,
+        "total_tok_s": (in_tok + out_tok) / window,
+        "output_tok_s_per_gpu": out_tok / window / gpus,
+        "total_tok_s_per_gpu": (in_tok + out_tok) / window / gpus,
+        "ttft_mean_s": _mean(ttft),
+        "ttft_p50_s": _pct(ttft, 50),
+        "ttft_p90_s": _pct(ttft, 90),
+        "ttft_p99_s": _pct(ttft, 99),
+        "itl_mean_ms": itl_mean * 1e3,
+        "tpot_mean_ms": _mean(tpot) * 1e3,
+        "tpot_p90_ms": _pct(tpot, 90) * 1e3,
+        "e2e_mean_s": _mean(e2e),
+        "e2e_p90_s": _pct(e2e, 90),
+        "interactivity_tok_s": 1e3 / (_mean(tpot) * 1e3) if tpot.size else float("nan"),
+        "prefix_hit_rate": hit,
+        "kv_pool_tokens": int(kv_pool_tokens),
+        "gpus": int(gpus),
+        "engine_steps": int(steps),
+        "macro_steps": int(sum(s.macro_steps for s in engine_stats)),
+        "preemptions": int(sum(s.preemptions for s in engine_stats)),
+        "evictions_tokens": int(evictions),
+        "calibration": calibration,
+    }

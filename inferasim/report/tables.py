@@ -1,0 +1,43 @@
+"""Plain-text tables for the terminal."""
+
+from __future__ import annotations
+
+from typing import Any
+
+SUMMARY_ROWS = (
+    ("requests completed", "requests_completed", "{:d}"),
+    ("window (s, incl. drain)", "window_s", "{:.1f}"),
+    ("output tok/s", "output_tok_s", "{:.1f}"),
+    ("input tok/s", "input_tok_s", "{:.1f}"),
+    ("total tok/s", "total_tok_s", "{:.1f}"),
+    ("output tok/s per GPU", "output_tok_s_per_gpu", "{:.1f}"),
+    ("TTFT mean / p50 / p90 (s)", ("ttft_mean_s", "ttft_p50_s", "ttft_p90_s"), "{:.3f}"),
+    ("ITL mean (ms)", "itl_mean_ms", "{:.2f}"),
+    ("TPOT mean (ms)", "tpot_mean_ms", "{:.2f}"),
+    ("E2E mean (s)", "e2e_mean_s", "{:.2f}"),
+    ("prefix hit rate", "prefix_hit_rate", "{:.1%}"),
+    ("KV pool (tokens)", "kv_pool_tokens", "{:,d}"),
+    ("preemptions", "preemptions", "{:d}"),
+    ("evicted tokens", "evictions_tokens", "{:,d}"),
+)
+
+
+def _fmt(fmt: str, value: Any) -> str:
+    try:
+        return fmt.format(value)
+    except (ValueError, TypeError):
+        return str(value)
+
+
+def summary_table(summary: dict[str, Any], title: str) -> str:
+    lines = [title, "-" * len(title)]
+    width = max(len(label) for label, _, _ in SUMMARY_ROWS)
+    for label, key, fmt in SUMMARY_ROWS:
+        if isinstance(key, tuple):
+            value = " / ".join(_fmt(fmt, summary[k]) for k in key)
+        else:
+            value = _fmt(fmt, summary[key])
+        lines.append(f"{label:<{width}}  {value}")
+    cal = summary.get("calibration", {})
+    lines.append(f"{'calibration':<{width}}  {cal.get('mode', '?')}: {cal.get('note', '')}")
+    return "\n".join(lines)

@@ -1,0 +1,49 @@
+"""Load generators on the simulation clock: closed-loop clients with think time, and open-loop arrivals."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import simpy
+
+from inferasim.serve.live import LiveRequest
+from inferasim.workload.request import Arrival, RequestSpec, Session
+
+
+class RequestLog:
+    """Every request the clients sent, in send order, and a counter for ids."""
+
+    def __init__(self, env: simpy.Environment):
+        self.env = env
+        self.requests: list[LiveRequest] = []
+
+    def new(self, spec: RequestSpec) -> LiveRequest:
+        req = LiveRequest(len(self.requests), spec, self.env.now, self.env.event())
+        self.requests.append(req)
+        return req
+
+
+def closed_loop_client(env: simpy.Environment, next_session: Callable[[], Session],
+                       submit: Callable[[LiveRequest], None], log: RequestLog, horizon: float):
+    """One client: a session at a time, each turn after its think time, until the horizon."""
+    while env.now < horizon:
+        session = next_session()
+        for turn in session.turns:
+            if turn.think_s > 0:
+                yield env.timeout(turn.think_s)
+            if env.now >= horizon:
+                return
+            req = log.new(turn.request)
+            submit(req)
+            yield req.done
+
+
+def open_loop_arrivals(env: simpy.Environment, arrivals: Iterable[Arrival],
+                       submit: Callable[[LiveRequest], None], log: RequestLog, horizon: float):
+    """Requests at their stamped times (already scaled), until the horizon."""
+    for arrival in arrivals:
+        if arrival.time_s >= horizon:
+            return
+        if arrival.time_s > env.now:
+            yield env.timeout(arrival.time_s - env.now)
+        submit(log.new(arrival.request))

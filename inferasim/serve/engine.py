@@ -1,0 +1,284 @@
+"""One engine instance as a SimPy process: form a batch, ask the oracle, advance the clock.
+
+Time advance: a steady decode batch (nothing waiting to be admitted, nothing finishing,
+no page allocation that would need eviction) is advanced as one timeout over k steps
+priced in one vectorised oracle call. An arrival interrupts it; the steps completed by
+then are applied, the step in flight finishes, and scheduling resumes — so per-request
+results equal the step-by-step reference mode (``sim.exact_steps``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import simpy
+
+from inferasim.config.scenario import Scenario
+from inferasim.cost.oracle import StepBatch
+from inferasim.serve.kv_manager import KVManager
+from inferasim.serve.live import LiveRequest
+from inferasim.serve.policies import QUEUE_ORDERS, REQUEUE_FRONT, VICTIMS
+from inferasim.serve.scheduler import SCHEDULERS, Step
+
+
+def expected_advance(draft_tokens: int, acceptance: float) -> float:
+    """Tokens a verify step emits on average: the bonus token plus each draft accepted in turn."""
+    return 1.0 + sum(acceptance**i for i in range(1, draft_tokens + 1))
+
+
+class EngineStats:
+    __slots__ = ("steps", "prefill_steps", "decode_steps", "macro_steps", "preemptions",
+                 "busy_s", "occupancy")
+
+    def __init__(self) -> None:
+        self.steps = self.prefill_steps = self.decode_steps = self.macro_steps = 0
+        self.preemptions = 0
+        self.busy_s = 0.0
+        # (time, tokens used by running requests and cache, tokens cached) samples
+        self.occupancy: list[tuple[float, int, int]] = []
+
+
+class EngineInstance:
+    def __init__(self, env: simpy.Environment, scenario: Scenario, oracle, kv: KVManager,
+                 index: int = 0):
+        eng = scenario.engine
+        self.env = env
+        self.index = index
+        self.oracle = oracle
+        self.kv = kv
+        self.max_num_seqs = eng.max_num_seqs
+        self.max_batched_tokens = eng.max_num_batched_tokens
+        self.chunked_prefill_size = eng.chunked_prefill_size
+        self.lpm_max = eng.lpm_max_waiting
+        self._order = QUEUE_ORDERS[eng.queue_policy]
+        self._victim = VICTIMS[eng.preemption]
+        self._requeue_front = REQUEUE_FRONT[eng.preemption]
+        self._schedule = SCHEDULERS[eng.scheduler]
+        spec = scenario.speculative
+        self.width = spec.verify_width
+        self.advance = expected_advance(spec.draft_tokens, spec.acceptance) \
+            if spec.method != "none" else 1.0
+        self.exact = scenario.sim.exact_steps
+        self.max_macro = max(1, scenario.sim.max_macro_steps)
+        self._reserve_output = eng.reserve_output_on_admission
+        self._reserve_clip = eng.output_reserve_clip
+        self._ratio_init = eng.new_token_ratio_init
+        self._ratio_min = eng.new_token_ratio_min
+        self._ratio_decay = (eng.new_token_ratio_init - eng.new_token_ratio_min) \
+            / max(1, eng.new_token_ratio_decay_steps)
+        self.new_token_ratio = eng.new_token_ratio_init
+        self.waiting: list[LiveRequest] = []
+        self.running: list[LiveRequest] = []
+        self.stats = EngineStats()
+        self._seq = 0
+        self._wake: simpy.Event = env.event()
+        self._in_macro = False
+        self.process = env.process(self._run())
+
+    # -- requests in and out ------------------------------------------------------------
+    def submit(self, req: LiveRequest) -> None:
+        req.instance = self.index
+        self.waiting.append(req)
+        if not self._wake.triggered:
+            self._wake.succeed()
+        if self._in_macro:
+            self._in_macro = False
+            self.process.interrupt("arrival")
+
+    @property
+    def load(self) -> int:
+        return len(self.waiting) + len(self.running)
+
+    def queue_order(self) -> list[LiveRequest]:
+        return self._order(self.waiting, self.kv, self.lpm_max)
+
+    def start(self, req: LiveRequest, now: float) -> None:
+        self.waiting.remove(req)
+        self.running.append(req)
+        req.admitted_seq = self._seq
+        self._seq += 1
+        if math.isnan(req.admitted):
+            req.admitted = now
+
+    def admission_reserve(self, req: LiveRequest) -> float:
+        if not self._reserve_output:
+            return 0.0
+        return float(min(req.remaining_output, self._reserve_clip))
+
+    def running_reserve(self) -> float:
+        if not self._reserve_output or not self.running:
+            return 0.0
+        return self.new_token_ratio * sum(min(r.remaining_output, self._reserve_clip)
+                                          for r in self.running)
+
+    def preempt_one(self, now: float) -> LiveRequest:
+        victim = self._victim(self.running)
+        self.running.remove(victim)
+        self.kv.release(victim)
+        # Recompute: the prompt and what was generated are prefilled again on re-admission.
+        victim.target = victim.spec.prompt_tokens + int(victim.generated)
+        victim.computed = 0
+        victim.preemptions += 1
+        self.stats.preemptions += 1
+        if self._requeue_front:
+            self.waiting.insert(0, victim)
+        else:
+            self.waiting.append(victim)
+        if self._reserve_output:
+            total_out = sum(r.spec.output_tokens for r in self.running) + 1
+            done = sum(r.generated for r in self.running)
+            self.new_token_ratio = min(1.0, (done + 20 * len(self.running)) / total_out)
+        return victim
+
+    # -- the process ----------------------------------------------------------------------
+    def _run(self):
+        env = self.env
+        while True:
+            if not self.waiting and not self.running:
+                self._wake = env.event()
+                yield self._wake
+                continue
+            now = env.now
+            step = self._schedule(self, now)
+            if step.empty:
+                # Nothing fits (memory or limits) and nothing runs: wait for a change.
+                self._wake = env.event()
+                yield self._wake
+                continue
+            k = 0 if self.exact else self._macro_length(step)
+            if k >= 2:
+                yield from self._macro(step, k)
+            else:
+                yield from self._single(step)
+            self._sample_occupancy()
+
+    def _batch(self, step: Step) -> StepBatch:
+        pre = step.prefills
+        samples = sum(1 for r, c in pre if r.computed + c >= r.target)
+        return StepBatch(
+            prefill_tokens=np.fromiter((c for _, c in pre), np.float64, len(pre)),
+            prefill_resident=np.fromiter((r.computed for r, _ in pre), np.float64, len(pre)),
+            prefill_samples=samples,
+            decode_context=np.fromiter((r.context for r in step.decodes), np.float64,
+                                       len(step.decodes)),
+            width=self.width,
+        )
+
+    def _single(self, step: Step):
+        cost = self.oracle.step(self._batch(step))
+        yield self.env.timeout(cost.seconds)
+        self.stats.steps += 1
+        self.stats.busy_s += cost.seconds
+        if step.prefills:
+            self.stats.prefill_steps += 1
+        else:
+            self.stats.decode_steps += 1
+        now = self.env.now
+        for req, chunk in step.prefills:
+            req.computed += chunk
+            if req.computed >= req.target:
+                self._prompt_done(req, now)
+        if step.decodes:
+            self._apply_decode(step.decodes, 1, now)
+        if self._reserve_output and not step.prefills and step.decodes:
+            self.new_token_ratio = max(self._ratio_min, self.new_token_ratio - self._ratio_decay)
+
+    def _prompt_done(self, req: LiveRequest, now: float) -> None:
+        self.kv.prompt_done(req, now)
+        if math.isnan(req.first_token):
+            req.first_token = now
+        # The step that completes a prompt samples one token.
+        req.gen_base = req.generated + 1.0
+        req.decode_steps = 0
+        req.generated = req.gen_base
+        if req.generated >= req.spec.output_tokens:
+            self._finish(req, now)
+
+    def _apply_decode(self, decodes: list[LiveRequest], steps: int, now: float) -> None:
+        adv = self.advance
+        for req in decodes:
+            req.decode_steps += steps
+            req.generated = req.gen_base + req.decode_steps * adv
+            if req.generated >= req.spec.output_tokens:
+                self._finish(req, now)
+
+    def _finish(self, req: LiveRequest, now: float) -> None:
+        self.kv.finish(req, now)
+        self.running.remove(req)
+        req.finish = now
+        req.done.succeed(req)
+
+    # -- macro-steps ----------------------------------------------------------------------
+    def _macro_length(self, step: Step) -> int:
+        """How many decode steps this batch runs unchanged (0 = not steady)."""
+        if step.prefills or not step.decodes or len(step.decodes) != len(self.running):
+            return 0
+        if self.waiting and len(self.running) < self.max_num_seqs:
+            return 0
+        adv = self.advance
+        k = self.max_macro
+        for req in step.decodes:
+            # Steps until this request finishes, by the same formula the single step uses.
+            j = max(1, math.ceil((req.spec.output_tokens - req.gen_base) / adv) - req.decode_steps)
+            while j > 1 and req.gen_base + (req.decode_steps + j - 1) * adv >= req.spec.output_tokens:
+                j -= 1
+            while req.gen_base + (req.decode_steps + j) * adv < req.spec.output_tokens:
+                j += 1
+            k = min(k, j)
+        if k < 2:
+            return 0
+        # Page growth of steps 2..k (step 1 was allocated by the scheduler) must fit in free
+        # memory: a step that needs eviction or preemption is taken singly.
+        free = self.kv.pool.free
+        ctx = np.fromiter((r.context for r in step.decodes), np.float64, len(step.decodes))
+        tree = np.fromiter((r.tree_tokens for r in step.decodes), np.float64, len(step.decodes))
+        priv = np.fromiter((r.private for r in step.decodes), np.float64, len(step.decodes))
+        page = self.kv.page
+        js = np.arange(1, k, dtype=np.float64)[:, None]
+        need_tokens = np.ceil(ctx[None, :] + js * adv + self.width - tree[None, :])
+        need = np.maximum(0.0, np.ceil(need_tokens / page) * page - priv[None, :]).sum(axis=1)
+        fits = np.nonzero(need > free)[0]
+        if fits.size:
+            k = int(fits[0]) + 1
+        return k if k >= 2 else 0
+
+    def _macro(self, step: Step, k: int):
+        env = self.env
+        decodes = step.decodes
+        ctx0 = np.fromiter((r.context for r in decodes), np.float64, len(decodes))
+        times = self.oracle.decode_steps(ctx0, k, self.advance, self.width)
+        t0 = env.now
+        ends = t0 + np.cumsum(times)
+        done = k
+        self._in_macro = True
+        try:
+            yield env.timeout(float(ends[-1]) - t0)
+        except simpy.Interrupt:
+            now = env.now
+            done = int(np.searchsorted(ends, now, side="right"))
+            done = min(k, done + 1)  # the step in flight completes
+            end = float(ends[done - 1])
+            while env.now < end:
+                try:
+                    yield env.timeout(end - env.now)
+                except simpy.Interrupt:
+                    pass
+        self._in_macro = False
+        self.stats.steps += done
+        self.stats.decode_steps += done
+        self.stats.macro_steps += 1
+        self.stats.busy_s += float(ends[done - 1]) - t0
+        now = env.now
+        # Steps 2..done allocate their pages as the single steps would have.
+        for req in decodes:
+            self.kv.grow(req, req.context + (done - 1) * self.advance + self.width)
+        if self._reserve_output:
+            self.new_token_ratio = max(self._ratio_min,
+                                       self.new_token_ratio - done * self._ratio_decay)
+        self._apply_decode(decodes, done, now)
+
+    def _sample_occupancy(self) -> None:
+        pool = self.kv.pool
+        self.stats.occupancy.append((self.env.now, pool.capacity - pool.free,
+                                     self.kv.cache.cached_tokens))

@@ -1,0 +1,105 @@
+"""The engine's view of KV memory: one pool shared by the prefix cache and the running requests.
+
+A request holds its matched prefix through a lock on the cache (counted once however many
+requests share it) and its own uncached tail and decode growth as private tokens, rounded
+up to whole pages. Admission needs room for the uncached tail only, never the whole context.
+"""
+
+from __future__ import annotations
+
+from inferasim.serve.kv_pool import KVPool
+from inferasim.serve.live import LiveRequest
+from inferasim.serve.radix_cache import RadixCache
+
+
+class KVManager:
+    def __init__(self, capacity_tokens: int, page_size: int, block_tokens: int,
+                 eviction_policy: str, prefix_caching: bool):
+        self.pool = KVPool(capacity_tokens)
+        self.cache = RadixCache(self.pool, block_tokens, eviction_policy)
+        self.page = page_size
+        self.bt = block_tokens
+        self.prefix_caching = prefix_caching
+
+    def pages(self, tokens: float) -> int:
+        """Tokens rounded up to whole pages."""
+        n = int(-(-tokens // 1))
+        return -(-n // self.page) * self.page
+
+    def _matchable_blocks(self, req: LiveRequest) -> int:
+        # At least one token is always computed, so a fully cached prompt recomputes its last block.
+        return min(len(req.spec.keys), (req.target - 1) // self.bt)
+
+    def peek(self, req: LiveRequest) -> int:
+        """Cached prefix blocks, without side effects (for prefix-first admission order)."""
+        if not self.prefix_caching:
+            return 0
+        return self.cache.peek_prefix(req.spec.keys, self._matchable_blocks(req))
+
+    @property
+    def available(self) -> int:
+        """Tokens an admission may use: free plus what eviction could free."""
+        return self.pool.free + self.cache.evictable_tokens
+
+    def try_admit(self, req: LiveRequest, now: float, reserve: float = 0.0,
+                  reserved_by_others: float = 0.0) -> bool:
+        """Lock the cached prefix and allocate the uncached tail; False leaves no trace but
+        the refreshed access time of the matched path (as a real match would)."""
+        if self.prefix_caching:
+            match = self.cache.match_prefix(req.spec.keys, now, self._matchable_blocks(req))
+            node, hit = match.node, match.tokens
+        else:
+            node, hit = self.cache.root, 0
+        self.cache.lock(node)
+        tail = self.pages(req.target - hit)
+        if tail + reserve > self.available - reserved_by_others or not self.cache.make_room(tail):
+            self.cache.unlock(node)
+            return False
+        self.pool.alloc_private(tail)
+        req.private, req.node, req.tree_tokens, req.computed = tail, node, hit, hit
+        if req.cached_first < 0:
+            req.cached_first = min(hit, req.spec.prompt_tokens)
+        return True
+
+    def grow(self, req: LiveRequest, context_tokens: float) -> bool:
+        """Make the request's private pages cover ``context_tokens``; False if the pool cannot."""
+        delta = self.pages(context_tokens - req.tree_tokens) - req.private
+        if delta <= 0:
+            return True
+        if not self.cache.make_room(delta):
+            return False
+        self.pool.alloc_private(delta)
+        req.private += delta
+        return True
+
+    def growth_needed(self, req: LiveRequest, context_tokens: float) -> int:
+        return max(0, self.pages(context_tokens - req.tree_tokens) - req.private)
+
+    def _cache_blocks(self, req: LiveRequest, keys, now: float) -> None:
+        cached = req.tree_tokens // self.bt
+        if len(keys) <= cached:
+            return
+        result = self.cache.insert(keys, now, cached_blocks=cached)
+        req.private -= (len(keys) - cached) * self.bt
+        self.cache.lock(result.node)
+        self.cache.unlock(req.node)
+        req.node = result.node
+        req.tree_tokens = len(keys) * self.bt
+
+    def prompt_done(self, req: LiveRequest, now: float) -> None:
+        """The prompt's full blocks become cached (still pinned while the request runs)."""
+        if self.prefix_caching:
+            self._cache_blocks(req, req.spec.keys, now)
+
+    def finish(self, req: LiveRequest, now: float) -> None:
+        """Cache prompt + output blocks the next turn can reuse, unpin, free the rest."""
+        if self.prefix_caching and req.spec.finish_keys is not None:
+            self._cache_blocks(req, req.spec.finish_keys, now)
+        self.release(req)
+
+    def release(self, req: LiveRequest) -> None:
+        """Drop everything the request holds (finish or preemption); cached blocks stay cached."""
+        if req.node is not None:
+            self.cache.unlock(req.node)
+        self.pool.free_private(req.private)
+        req.private, req.node, req.tree_tokens = 0, None, 0

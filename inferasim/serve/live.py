@@ -1,0 +1,54 @@
+"""A request's state while the server holds it (mutable, one object per request, no per-token objects)."""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+import simpy
+
+from inferasim.workload.request import RequestSpec
+
+NAN = math.nan
+
+
+@attrs.define(slots=True, eq=False)
+class LiveRequest:
+    rid: int
+    spec: RequestSpec
+    arrival: float
+    done: simpy.Event
+    # Tokens to hold before decoding: the prompt, plus what was generated before a preemption.
+    target: int = 0
+    computed: int = 0          # tokens of ``target`` with KV resident (cached or prefilled)
+    cached_first: int = -1     # prompt tokens the cache served at first admission
+    generated: float = 0.0     # output tokens so far (fractional under speculative decoding)
+    # generated = gen_base + decode_steps x advance, in both step modes, so that macro-steps
+    # and single steps reach bit-identical token counts.
+    gen_base: float = 0.0
+    decode_steps: int = 0
+    private: int = 0           # pool tokens held privately (uncached tail, decode growth)
+    tree_tokens: int = 0       # tokens of this request's context held by the prefix cache
+    node: object = None        # the cache node this request keeps locked
+    admitted_seq: int = -1     # admission order (vLLM preempts the newest)
+    admitted: float = NAN
+    first_token: float = NAN
+    finish: float = NAN
+    preemptions: int = 0
+    instance: int = 0
+
+    def __attrs_post_init__(self) -> None:
+        self.target = self.spec.prompt_tokens
+
+    @property
+    def in_prefill(self) -> bool:
+        return self.computed < self.target
+
+    @property
+    def context(self) -> float:
+        """Tokens resident once prefill is done: prompt plus generated output."""
+        return self.spec.prompt_tokens + self.generated
+
+    @property
+    def remaining_output(self) -> float:
+        return self.spec.output_tokens - self.generated

@@ -1,0 +1,46 @@
+"""Replaceable engine policies, chosen by name from the scenario: queue order and preemption victim."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from inferasim.serve.kv_manager import KVManager
+from inferasim.serve.live import LiveRequest
+
+
+def fcfs_order(waiting: list[LiveRequest], kv: KVManager, lpm_max: int) -> list[LiveRequest]:
+    return list(waiting)
+
+
+def lpm_order(waiting: list[LiveRequest], kv: KVManager, lpm_max: int) -> list[LiveRequest]:
+    """Longest cached prefix first (SGLang's LPM); arrival order past ``lpm_max`` waiting."""
+    if len(waiting) > lpm_max or len(waiting) < 2:
+        return list(waiting)
+    hits = [kv.peek(r) for r in waiting]
+    order = sorted(range(len(waiting)), key=lambda i: -hits[i])
+    return [waiting[i] for i in order]
+
+
+QUEUE_ORDERS: dict[str, Callable[[list[LiveRequest], KVManager, int], list[LiveRequest]]] = {
+    "fcfs": fcfs_order,
+    "lpm": lpm_order,
+}
+
+
+def newest_victim(running: list[LiveRequest]) -> LiveRequest:
+    """vLLM: the most recently admitted request is recomputed."""
+    return max(running, key=lambda r: r.admitted_seq)
+
+
+def fewest_output_victim(running: list[LiveRequest]) -> LiveRequest:
+    """SGLang's retraction: fewest generated tokens, ties to the longest prompt."""
+    return min(running, key=lambda r: (r.generated, -r.spec.prompt_tokens, -r.admitted_seq))
+
+
+VICTIMS: dict[str, Callable[[list[LiveRequest]], LiveRequest]] = {
+    "recompute-newest": newest_victim,
+    "retract-fewest-output": fewest_output_victim,
+}
+
+# Where a preempted request goes back in the waiting queue.
+REQUEUE_FRONT = {"recompute-newest": True, "retract-fewest-output": False}

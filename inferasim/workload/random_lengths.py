@@ -1,0 +1,38 @@
+"""Fixed-length random prompts (``workload.format: random``), as benchmark clients send them.
+
+Every prompt is distinct (no reusable prefix), ISL/OSL fixed, which is how InferenceMAX
+and ``vllm bench serve --dataset-name random`` drive a server.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from inferasim.workload.keys import unique_keys
+from inferasim.workload.request import RequestSpec, Session, Turn
+
+BLOCK_TOKENS = 16
+
+
+class RandomRequests:
+    def __init__(self, isl: int, osl: int):
+        self.isl, self.osl = isl, osl
+        self._next = 0
+
+    def next_request(self) -> RequestSpec:
+        rid = self._next
+        self._next += 1
+        keys = unique_keys(rid, self.isl // BLOCK_TOKENS)
+        return RequestSpec(self.isl, self.osl, keys, BLOCK_TOKENS, None, rid, 0)
+
+    def next_session(self) -> Session:
+        req = self.next_request()
+        return Session(req.session, (Turn(0.0, req),))
+
+
+def poisson_times(rate: float, horizon_s: float, rng: np.random.Generator) -> np.ndarray:
+    n = max(16, int(rate * horizon_s * 1.5) + 16)
+    times = np.cumsum(rng.exponential(1.0 / rate, size=n))
+    while times[-1] < horizon_s:
+        times = np.concatenate((times, times[-1] + np.cumsum(rng.exponential(1.0 / rate, size=n))))
+    return times[times < horizon_s]
