@@ -10,9 +10,8 @@ def _fail(message: str, key: str, origins: dict[str, str], path: str) -> ConfigE
     return ConfigError(message, file=origins.get(key, path), key=key)
 
 
-def check_layout(scenario: Scenario, origins: dict[str, str], path: str) -> None:
-    from inferasim.arch.memory import GIB, memory_plan
-
+def check_layout(scenario: Scenario, origins: dict[str, str], path: str, *,
+                 check_fit: bool = True) -> None:
     model, par = scenario.model, scenario.parallel
     if par.tp % par.dp_attention:
         raise _fail(f"attention-DP size {par.dp_attention} must divide parallel.tp={par.tp}",
@@ -44,16 +43,26 @@ def check_layout(scenario: Scenario, origins: dict[str, str], path: str) -> None
         if kind.startswith("gqa") and (max(attn_tp // max(kvh, 1), 1) % par.dcp):
             raise _fail(f"dcp={par.dcp} must divide tp // kv_heads for GQA",
                         "parallel.dcp", origins, path)
+    if check_fit:
+        problem = fit_problem(scenario)
+        if problem:
+            raise _fail(problem, "parallel.tp", origins, path)
+
+
+def fit_problem(scenario: Scenario) -> str | None:
+    """Why the weights and KV do not fit on the GPU, or None."""
+    from inferasim.arch.memory import GIB, memory_plan
+
     plan = memory_plan(scenario)
     usable = scenario.gpu.hbm_bytes * scenario.engine.mem_fraction
     if plan.weight_bytes_per_gpu >= usable:
-        raise _fail(
+        return (
             f"weights need {plan.weight_bytes_per_gpu / GIB:.1f} GiB per GPU but only "
             f"{usable / GIB:.1f} GiB ({scenario.engine.mem_fraction:.2f} of "
-            f"{scenario.gpu.name}) is usable; raise parallel.tp or use a smaller weight dtype",
-            "parallel.tp", origins, path)
+            f"{scenario.gpu.name}) is usable; raise parallel.tp or use a smaller weight dtype")
     if plan.kv_pool_tokens <= 0:
-        raise _fail(
+        return (
             f"no memory left for the KV cache: weights {plan.weight_bytes_per_gpu / GIB:.1f} GiB "
             f"+ reserve {scenario.engine.reserve_gib:.1f} GiB exceed the "
-            f"{usable / GIB:.1f} GiB budget", "parallel.tp", origins, path)
+            f"{usable / GIB:.1f} GiB budget")
+    return None

@@ -7,6 +7,7 @@ import json
 import click
 import yaml
 
+from inferasim.arch.layout import fit_problem
 from inferasim.arch.memory import GIB, memory_plan
 from inferasim.arch.params import param_counts
 from inferasim.cli.options import resolve_scenario, scenario_options
@@ -18,7 +19,8 @@ from inferasim.config.loader import scenario_to_dict
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def describe(scenario, overrides, as_json, **flags):
     """Show SCENARIO resolved (catalog merged in) with weights, KV bytes and pool size."""
-    resolved = resolve_scenario(scenario, overrides, **flags)
+    resolved = resolve_scenario(scenario, overrides, check_fit=False, **flags)
+    problem = fit_problem(resolved)
     plan = memory_plan(resolved)
     counts = param_counts(resolved.model)
     derived = {
@@ -33,6 +35,8 @@ def describe(scenario, overrides, as_json, **flags):
         "params_total": counts.total,
         "params_active": counts.active,
         "gpus": resolved.gpus_per_instance,
+        "fits": problem is None,
+        "fit_problem": problem,
     }
     if as_json:
         click.echo(json.dumps({"scenario": scenario_to_dict(resolved), **derived}, default=str))
@@ -47,3 +51,5 @@ def describe(scenario, overrides, as_json, **flags):
     if plan.kv_fixed_bytes_per_seq:
         click.echo(f"bounded KV per sequence per GPU: {plan.kv_fixed_bytes_per_seq / 2**20:.2f} MiB")
     click.echo(f"KV pool: {plan.kv_pool_tokens:,d} tokens ({plan.kv_pool_from})")
+    if problem:
+        click.echo(f"does not fit: {problem}")

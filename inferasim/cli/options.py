@@ -30,7 +30,7 @@ def scenario_options(func):
     return func
 
 
-def resolve_scenario(scenario, overrides, **flags):
+def resolve_scenario(scenario, overrides, check_fit: bool = True, **flags):
     extra = [f"{SCENARIO_FLAG_KEYS[k]}={str(v).lower() if isinstance(v, bool) else v}"
              for k, v in flags.items() if k in SCENARIO_FLAG_KEYS and v is not None]
-    return load_scenario(scenario, list(overrides) + extra)
+    return load_scenario(scenario, list(overrides) + extra, check_fit=check_fit)

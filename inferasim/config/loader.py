@@ -19,7 +19,8 @@ def _origin(origins: dict[str, str], key: str, fallback: str) -> str:
     return origins.get(key, fallback)
 
 
-def resolve(data: dict[str, Any], origins: dict[str, str], path: str) -> Scenario:
+def resolve(data: dict[str, Any], origins: dict[str, str], path: str, *,
+            check_fit: bool = True) -> Scenario:
     spec: ScenarioSpec = build_spec(ScenarioSpec, data, origins=origins, default_file=path)
 
     mdata, morigins, _ = load_entry("models", spec.model.name, key="model.name",
@@ -53,16 +54,19 @@ def resolve(data: dict[str, Any], origins: dict[str, str], path: str) -> Scenari
     # Imported here: the layout checks live with the memory math they depend on.
     from inferasim.arch.layout import check_layout
 
-    check_layout(scenario, origins, path)
+    check_layout(scenario, origins, path, check_fit=check_fit)
     return scenario
 
 
-def load_scenario(path: str | Path | None = None, overrides: list[str] | None = None) -> Scenario:
-    """Load a scenario (the bundled quickstart when ``path`` is None) and apply ``--set`` overrides."""
+def load_scenario(path: str | Path | None = None, overrides: list[str] | None = None, *,
+                  check_fit: bool = True) -> Scenario:
+    """Load a scenario (the bundled quickstart when ``path`` is None) and apply ``--set`` overrides.
+
+    ``check_fit=False`` skips the weights-fit check (``describe`` reports it instead)."""
     scenario_path = Path(path) if path is not None else DEFAULT_SCENARIO
     data, origins = load_tree(scenario_path)
     apply_overrides(data, origins, list(overrides or []))
-    return resolve(data, origins, str(scenario_path.resolve()))
+    return resolve(data, origins, str(scenario_path.resolve()), check_fit=check_fit)
 
 
 def scenario_to_dict(scenario: Scenario) -> dict[str, Any]:

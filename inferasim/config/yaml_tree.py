@@ -8,10 +8,9 @@ really came from, not just the leaf scenario.
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from typing import Any
-
-import re
 
 import yaml
 

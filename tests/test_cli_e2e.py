@@ -1,0 +1,52 @@
+"""The CLI end to end: run the bundled scenario, --json keys, --out contents, describe."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+from click.testing import CliRunner
+
+from inferasim.cli.main import cli
+
+REQUIRED = {"requests_completed", "window_s", "output_tok_s", "input_tok_s", "total_tok_s",
+            "ttft_mean_s", "ttft_p50_s", "ttft_p90_s", "itl_mean_ms", "tpot_mean_ms",
+            "e2e_mean_s", "prefix_hit_rate", "kv_pool_tokens", "calibration"}
+
+
+def test_run_json_and_out(tmp_path):
+    out = tmp_path / "run1"
+    result = CliRunner().invoke(cli, ["run", "--set", "workload.duration_s=60",
+                                      "--set", "workload.concurrency=4", "--json",
+                                      "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)
+    assert REQUIRED <= set(summary)
+    assert summary["requests_completed"] > 0
+    assert summary["output_tok_s"] > 0 and summary["ttft_mean_s"] > 0
+    assert summary["calibration"]["mode"] == "analytic"
+    frame = pd.read_csv(out / "requests.csv")
+    assert {"arrival_s", "first_token_s", "finish_s", "prompt_tokens", "cached_tokens",
+            "output_tokens"} <= set(frame.columns)
+    assert (frame.arrival_s <= frame.first_token_s).all()
+    assert (frame.first_token_s <= frame.finish_s).all()
+    assert (frame.cached_tokens <= frame.prompt_tokens).all()
+    assert json.loads((out / "summary.json").read_text())["requests_completed"] == \
+        summary["requests_completed"]
+    assert (out / "scenario.resolved.yaml").exists() and (out / "occupancy.csv").exists()
+
+
+def test_run_table():
+    result = CliRunner().invoke(cli, ["run", "--set", "workload.duration_s=30"])
+    assert result.exit_code == 0, result.output
+    assert "output tok/s" in result.output and "prefix hit rate" in result.output
+
+
+def test_describe_deepseek_kv_layer_bytes():
+    for kv, expect in (("bf16", 1152), ("fp8", 576)):
+        result = CliRunner().invoke(cli, ["describe", "--set", "model.name=deepseek-r1",
+                                          "--set", f"engine.kv_dtype={kv}", "--json"])
+        assert result.exit_code == 0, result.output
+        data = json.loads(result.output)
+        assert data["kv_bytes_per_token_layer"] == expect
+        assert {"weight_bytes_per_gpu", "kv_bytes_per_token", "kv_pool_tokens"} <= set(data)

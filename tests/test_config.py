@@ -1,0 +1,131 @@
+"""Scenario loading: inheritance, overrides, typed specs and every bad-input case (one line, exit 2)."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from inferasim.cli.main import cli
+from inferasim.config.errors import ConfigError
+from inferasim.config.loader import load_scenario
+from inferasim.config.overrides import parse_override
+
+BASE = """
+name: base
+model: {name: llama-3.1-8b}
+gpu: {name: h100}
+engine: {name: vllm, max_num_seqs: 64}
+workload: {format: synthetic, concurrency: 4, duration_s: 30, seed: 7}
+"""
+
+
+def test_extends_deep_merges_later_wins(write_yaml):
+    write_yaml("base.yaml", BASE)
+    child = write_yaml("child.yaml", "extends: base.yaml\nworkload: {concurrency: 9}\n"
+                                     "engine: {page_size: 32}\n")
+    sc = load_scenario(child)
+    assert sc.workload.concurrency == 9
+    assert sc.workload.seed == 7            # inherited, not defaulted
+    assert sc.engine.max_num_seqs == 64     # sibling key of a merged mapping survives
+    assert sc.engine.page_size == 32
+    assert sc.engine.mem_fraction == pytest.approx(0.92)  # from the vllm catalog entry
+
+
+def test_bases_is_a_synonym_and_lists_merge_in_order(write_yaml):
+    write_yaml("a.yaml", BASE)
+    write_yaml("b.yaml", "workload: {concurrency: 2, seed: 11}\n")
+    child = write_yaml("c.yaml", "bases: [a.yaml, b.yaml]\n")
+    sc = load_scenario(child)
+    assert (sc.workload.concurrency, sc.workload.seed) == (2, 11)
+
+
+def test_overrides_are_typed(write_yaml):
+    path = write_yaml("s.yaml", BASE)
+    sc = load_scenario(path, ["workload.concurrency=8", "engine.kv_dtype=fp8",
+                              "workload.rate=0.5", "sim.exact_steps=true"])
+    assert sc.workload.concurrency == 8 and isinstance(sc.workload.concurrency, int)
+    assert sc.kv_dtype == "fp8"
+    assert sc.workload.rate == 0.5
+    assert sc.sim.exact_steps is True
+
+
+def test_scientific_floats_read_as_numbers(write_yaml):
+    path = write_yaml("s.yaml", BASE + "engine: {name: vllm, step_overhead_s: 1e-4}\n")
+    assert load_scenario(path).engine.step_overhead_s == pytest.approx(1e-4)
+
+
+def test_catalog_fields_arrive_through_inheritance():
+    # mi325x extends mi300x: what the base supplies must arrive, not a default.
+    sc = load_scenario(None, ["gpu.name=mi325x"])
+    assert sc.gpu.name == "mi325x"
+    assert sc.gpu.isa == "gfx942"
+    assert sc.gpu.hbm_bytes == pytest.approx(256e9)
+
+
+@pytest.mark.parametrize("overrides, key, words", [
+    (["workload.concurency=8"], "workload.concurency", "did you mean 'concurrency'"),
+    (["workload.concurrency=many"], "workload.concurrency", "expected an integer"),
+    (["model.name=deepseek-r2"], "model.name", "did you mean 'deepseek-r1'"),
+    (["gpu.name=h300"], "gpu.name", "unknown gpu"),
+    (["engine.name=tgi"], "engine.name", "unknown engine"),
+    (["engine.kv_dtype=fp4"], "engine.kv_dtype", "expected one of"),
+    (["parallel.tp=3"], "parallel.tp", "must divide"),
+    (["model.name=deepseek-r1"], "parallel.tp", "weights need"),
+    (["parallel.dp_attention=3", "parallel.tp=2"], "parallel.dp_attention", "must divide"),
+])
+def test_bad_input_names_file_and_key(write_yaml, overrides, key, words):
+    path = write_yaml("s.yaml", BASE)
+    with pytest.raises(ConfigError) as err:
+        load_scenario(path, overrides)
+    assert err.value.key == key
+    assert words in str(err.value)
+    assert err.value.file  # a file (or --set) is always named
+
+
+def test_missing_file():
+    with pytest.raises(ConfigError, match="file not found"):
+        load_scenario("/nonexistent/scenario.yaml")
+
+
+def test_cyclic_extends_detected(write_yaml):
+    write_yaml("a.yaml", "extends: b.yaml\n")
+    b = write_yaml("b.yaml", "extends: a.yaml\n")
+    with pytest.raises(ConfigError, match="cyclic extends"):
+        load_scenario(b)
+
+
+def test_unknown_top_level_key(write_yaml):
+    path = write_yaml("s.yaml", BASE + "workloads: {}\n")
+    with pytest.raises(ConfigError, match="did you mean 'workload'") as err:
+        load_scenario(path)
+    assert str(path) in str(err.value)
+
+
+def test_error_names_the_file_that_set_the_value(write_yaml):
+    base = write_yaml("base.yaml", BASE + "parallel: {tp: 3}\n")
+    child = write_yaml("child.yaml", "extends: base.yaml\n")
+    with pytest.raises(ConfigError) as err:
+        load_scenario(child)
+    assert err.value.file == str(base)
+
+
+def test_override_syntax():
+    assert parse_override("a.b=1") == ("a.b", 1)
+    with pytest.raises(ConfigError):
+        parse_override("novalue")
+
+
+@pytest.mark.parametrize("args", [
+    ["run", "--set", "workload.concurency=8"],
+    ["run", "/nonexistent.yaml"],
+    ["describe", "--set", "model.name=nope"],
+    ["run", "--set", "model.name=deepseek-r1"],
+])
+def test_cli_bad_input_one_line_exit_2(args, tmp_path):
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, [*args, "--out", str(out)] if args[0] == "run" else args)
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    lines = [ln for ln in result.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("inferasim: error:")
+    assert not out.exists()  # nothing written

@@ -1,0 +1,70 @@
+"""The analytic oracle's scaling: attention grows with context, a memory-bound decode step
+does not double with the batch, the breakdown names its terms, macro pricing equals single steps."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from inferasim.config.loader import load_scenario
+from inferasim.cost.oracle import AnalyticOracle, StepBatch
+
+
+@pytest.fixture(scope="module")
+def oracle():
+    return AnalyticOracle(load_scenario(None, []))
+
+
+def decode(oracle, ctx, n):
+    return oracle.step(StepBatch(decode_context=np.full(n, float(ctx))))
+
+
+def test_twice_the_context_costs_more_attention(oracle):
+    a, b = decode(oracle, 4096, 8), decode(oracle, 8192, 8)
+    att = lambda c: sum(v for k, v in c.breakdown.items() if k.startswith("attn_"))  # noqa: E731
+    assert att(b) == pytest.approx(2 * att(a), rel=0.01)
+    assert b.seconds > a.seconds
+
+
+def test_twice_the_batch_does_not_double_a_memory_bound_decode_step(oracle):
+    a, b = decode(oracle, 1024, 4), decode(oracle, 1024, 8)
+    assert b.seconds < 1.5 * a.seconds
+    # weights are read once per step whatever the batch
+    assert b.breakdown["gemm_attention"] == pytest.approx(a.breakdown["gemm_attention"])
+
+
+def test_prefill_is_compute_bound_and_superlinear_in_length(oracle):
+    short = oracle.step(StepBatch(prefill_tokens=np.array([2048.0]),
+                                  prefill_resident=np.array([0.0]), prefill_samples=1))
+    long = oracle.step(StepBatch(prefill_tokens=np.array([8192.0]),
+                                 prefill_resident=np.array([0.0]), prefill_samples=1))
+    assert long.seconds > 4 * short.seconds * 0.9
+    resident = oracle.step(StepBatch(prefill_tokens=np.array([2048.0]),
+                                     prefill_resident=np.array([32768.0]), prefill_samples=1))
+    # a chunk is priced at the context already resident, not at its own length
+    assert resident.breakdown["attn_prefill_dense"] > 10 * short.breakdown["attn_prefill_dense"]
+
+
+def test_breakdown_names_terms_and_sums(oracle):
+    c = decode(oracle, 2048, 16)
+    assert {"gemm_attention", "gemm_dense_ffn", "lm_head", "attn_decode_dense", "overhead"} \
+        <= set(c.breakdown)
+    assert c.seconds == pytest.approx(sum(c.breakdown.values()))
+
+
+def test_decode_steps_equal_single_steps(oracle):
+    ctx0 = np.array([100.0, 2000.0, 5000.0])
+    many = oracle.decode_steps(ctx0, 5, 1.0, 1)
+    singles = [oracle.step(StepBatch(decode_context=ctx0 + j)).seconds for j in range(5)]
+    np.testing.assert_allclose(many, singles, rtol=1e-12)
+
+
+def test_tp_adds_communication_and_cuts_per_gpu_gemm():
+    one = AnalyticOracle(load_scenario(None, ["model.name=llama-3.1-70b", "gpu.name=h100",
+                                              "parallel.tp=4"]))
+    c = one.step(StepBatch(decode_context=np.full(8, 1024.0)))
+    assert c.breakdown["communication"] > 0
+    two = AnalyticOracle(load_scenario(None, ["model.name=llama-3.1-70b", "gpu.name=h100",
+                                              "parallel.tp=8"]))
+    d = two.step(StepBatch(decode_context=np.full(8, 1024.0)))
+    assert d.breakdown["gemm_dense_ffn"] == pytest.approx(c.breakdown["gemm_dense_ffn"] / 2)
