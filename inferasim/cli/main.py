@@ -27,17 +27,13 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from inferasim.cli import describe_cmd, knobs_cmd, run_cmd
+    from inferasim.cli import anchors_cmd, describe_cmd, knobs_cmd, price_cmd, run_cmd
 
     cli.add_command(run_cmd.run)
     cli.add_command(describe_cmd.describe)
     cli.add_command(knobs_cmd.knobs)
-    try:
-        from inferasim.cli import anchors_cmd
-    except ImportError:
-        anchors_cmd = None
-    if anchors_cmd is not None:
-        cli.add_command(anchors_cmd.anchors)
+    cli.add_command(price_cmd.price)
+    cli.add_command(anchors_cmd.anchors)
 
 
 _register()

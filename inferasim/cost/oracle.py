@@ -18,7 +18,8 @@ from inferasim.arch.attention import attention_for
 from inferasim.arch.work import StepWork, step_work
 from inferasim.config.knobs import Knobs
 from inferasim.config.scenario import Scenario
-from inferasim.cost.attention_time import attention_seconds
+from inferasim.arch.sparse_attention import decode_attention_cost
+from inferasim.cost.attention_time import kind_attention_seconds
 
 _EMPTY = np.zeros(0, dtype=np.float64)
 
@@ -107,12 +108,11 @@ class AnalyticOracle:
 
     def _decode_attention(self, ctx: np.ndarray, width: int) -> dict[str, np.ndarray]:
         phase = self._decode_phase()
-        if phase == "dpa-decode" and self.knobs.dpa_decode_dense:
-            cost = self.attention.dense_reference(ctx, width, self.kv_dtype)
-        else:
-            cost = self.attention.decode(ctx, width, self.kv_dtype)
-        secs = attention_seconds(cost, self.gpu, phase=phase, attn_tp=self.attn_tp,
-                                 kv_bytes_divisor=self.kv_divisor)
+        dense = phase == "dpa-decode" and self.knobs.dpa_decode_dense
+        cost = decode_attention_cost(self.attention, ctx, width, self.kv_dtype, dense=dense)
+        secs = kind_attention_seconds(self.attention, cost, self.gpu, phase=phase,
+                                      attn_tp=self.attn_tp, kv_bytes_divisor=self.kv_divisor,
+                                      kv_dtype=self.kv_dtype)
         if self.dp > 1:
             # Each DP rank attends its own share of the instance's sequences in parallel.
             secs = {k: v / self.dp for k, v in secs.items()}
@@ -120,8 +120,9 @@ class AnalyticOracle:
 
     def _prefill_attention(self, chunk: np.ndarray, resident: np.ndarray) -> dict[str, np.ndarray]:
         cost = self.attention.prefill(chunk, resident, self.kv_dtype)
-        secs = attention_seconds(cost, self.gpu, phase="prefill", attn_tp=self.attn_tp,
-                                 kv_bytes_divisor=self.kv_divisor)
+        secs = kind_attention_seconds(self.attention, cost, self.gpu, phase="prefill",
+                                      attn_tp=self.attn_tp, kv_bytes_divisor=self.kv_divisor,
+                                      kv_dtype=self.kv_dtype)
         if self.dp > 1:
             secs = {k: v / self.dp for k, v in secs.items()}
         return secs
