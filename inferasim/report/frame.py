@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 COLUMNS = ("rid", "session", "turn", "instance", "arrival_s", "admitted_s", "first_token_s",
-           "finish_s", "prompt_tokens", "cached_tokens", "output_tokens", "preemptions")
+           "finish_s", "prompt_tokens", "cached_tokens", "output_tokens", "preemptions", "failed")
 
 
 def request_frame(requests: list) -> pd.DataFrame:
@@ -24,5 +24,6 @@ def request_frame(requests: list) -> pd.DataFrame:
         "cached_tokens": np.fromiter((max(r.cached_first, 0) for r in requests), np.int64, n),
         "output_tokens": np.fromiter((r.spec.output_tokens for r in requests), np.int64, n),
         "preemptions": np.fromiter((r.preemptions for r in requests), np.int64, n),
+        "failed": [r.failed for r in requests],
     }
     return pd.DataFrame(cols, columns=list(COLUMNS))

@@ -25,7 +25,7 @@ def summarize(frame: pd.DataFrame, *, window_start_s: float, horizon_s: float,
               kv_pool_tokens: int, gpus: int, calibration: dict[str, Any],
               engine_stats: list, evictions: int) -> dict[str, Any]:
     inwin = frame[(frame.arrival_s >= window_start_s) & (frame.arrival_s < horizon_s)]
-    done = inwin[np.isfinite(inwin.finish_s)]
+    done = inwin[np.isfinite(inwin.finish_s) & (inwin.failed == "")]
     end = float(done.finish_s.max()) if len(done) else horizon_s
     window = max(end - window_start_s, 1e-9)
     out_tok = float(done.output_tokens.sum())
@@ -43,6 +43,7 @@ def summarize(frame: pd.DataFrame, *, window_start_s: float, horizon_s: float,
     return {
         "requests_completed": int(len(done)),
         "requests_sent": int(len(inwin)),
+        "requests_failed": int((inwin.failed != "").sum()),
         "window_s": window,
         "output_tok_s": out_tok / window,
         "input_tok_s": in_tok / window,

@@ -140,11 +140,14 @@ class EngineInstance:
                 yield self._wake
                 continue
             now = env.now
+            preempted_before = self.stats.preemptions
             step = self._schedule(self, now)
             if step.empty:
-                # Nothing fits (memory or limits) and nothing runs: wait for a change.
-                self._wake = env.event()
-                yield self._wake
+                if self.stats.preemptions == preempted_before and not self.running:
+                    # Nothing runs and the head of the queue cannot be admitted into an
+                    # empty pool: it never will be. Refuse it, as an engine refuses a
+                    # prompt longer than its KV capacity.
+                    self._refuse(self.queue_order()[0])
                 continue
             k = 0 if self.exact else self._macro_length(step)
             if k >= 2:
@@ -202,6 +205,11 @@ class EngineInstance:
             req.generated = req.gen_base + req.decode_steps * adv
             if req.generated >= req.spec.output_tokens:
                 self._finish(req, now)
+
+    def _refuse(self, req: LiveRequest) -> None:
+        self.waiting.remove(req)
+        req.failed = f"needs {req.target} tokens of KV; the pool holds {self.kv.pool.capacity}"
+        req.done.succeed(req)
 
     def _finish(self, req: LiveRequest, now: float) -> None:
         self.kv.finish(req, now)

@@ -36,6 +36,7 @@ class LiveRequest:
     finish: float = NAN
     preemptions: int = 0
     instance: int = 0
+    failed: str = ""         # why the server refused it (never admissible), else empty
 
     def __attrs_post_init__(self) -> None:
         self.target = self.spec.prompt_tokens

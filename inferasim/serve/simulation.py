@@ -49,7 +49,10 @@ def simulate(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
     log = RequestLog(env)
     window_start = wl.warmup_s
     horizon = window_start + source.duration_s
-    if source.open_loop:
+    if getattr(source, "driver", False):
+        # Sources with their own client logic (agentic lanes, paced sessions) start it here.
+        source.drive(env, engine.submit, log, horizon)
+    elif source.open_loop:
         env.process(open_loop_arrivals(env, source.arrivals(), engine.submit, log, horizon))
     else:
         for _ in range(wl.concurrency):
