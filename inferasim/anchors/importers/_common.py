@@ -1,0 +1,164 @@
+"""Helpers shared by the importers: reading files into ConfigErrors, numbers, hints."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from inferasim.anchors import normalise as nz
+from inferasim.anchors.record import AnchorRecord, Provenance, Regime
+from inferasim.anchors.regime import settle
+from inferasim.config.errors import ConfigError
+
+_REGIME_FIELDS = {f.name: f for f in attrs.fields(Regime)}
+_PROVENANCE_KEYS = ("image", "engine_version", "run_url", "url", "date", "tool")
+HINT_KEYS = tuple(_REGIME_FIELDS) + _PROVENANCE_KEYS
+
+
+def need_file(path: str | Path) -> Path:
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError("file not found", file=str(path))
+    if not path.is_file():
+        raise ConfigError("expected a file, found a directory", file=str(path))
+    return path
+
+
+def read_json(path: str | Path) -> Any:
+    path = need_file(path)
+    try:
+        return json.loads(path.read_text())
+    except ValueError as exc:
+        raise ConfigError(f"not valid JSON ({exc})", file=str(path)) from None
+    except UnicodeDecodeError:
+        raise ConfigError("not a text file", file=str(path)) from None
+
+
+def num(value: Any) -> float | None:
+    """A finite float or None (NaN, empty, non-numeric -> None)."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return out if math.isfinite(out) else None
+
+
+def integer(value: Any) -> int | None:
+    out = num(value)
+    return int(round(out)) if out is not None else None
+
+
+def ms(value: Any) -> float | None:
+    out = num(value)
+    return out / 1000.0 if out is not None else None
+
+
+def positive(value: float | None) -> float | None:
+    return value if value is not None and value > 0 else None
+
+
+def per_gpu(value: float | None, gpus: int | None) -> float | None:
+    return value / gpus if value is not None and gpus else None
+
+
+def iso_date(text: Any) -> str | None:
+    """``20260213-141321`` / ``2026-07-09T10:23:29`` / ``2026-06-11`` -> ``2026-02-13``."""
+    if text is None:
+        return None
+    s = str(text).strip()
+    m = re.match(r"(\d{4})-?(\d{2})-?(\d{2})", s)
+    return f"{m.group(1)}-{m.group(2)}-{m.group(3)}" if m else None
+
+
+def truthy(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1", "yes")
+    if value is None:
+        return False
+    if isinstance(value, float) and math.isnan(value):
+        return False
+    return bool(value)
+
+
+def check_hints(hints: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Validate ``--meta KEY=VALUE`` hints: regime fields or provenance keys, typed."""
+    out: dict[str, Any] = {}
+    for key, value in (hints or {}).items():
+        if key not in HINT_KEYS:
+            near = difflib.get_close_matches(key, HINT_KEYS, n=1, cutoff=0.6)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise ConfigError(f"unknown key{hint}; known: {', '.join(HINT_KEYS)}",
+                              key=f"--meta {key}")
+        field = _REGIME_FIELDS.get(key)
+        if field is not None and value is not None and field.type == "int | None":
+            as_int = integer(value)
+            if as_int is None or str(value).strip() not in (str(as_int), f"{as_int}.0"):
+                raise ConfigError(f"expected an integer, got {value!r}", key=f"--meta {key}")
+            value = as_int
+        elif field is not None and value is not None and key == "acceptance":
+            value = num(value)
+        out[key] = value
+    return out
+
+
+def apply_hints(record: AnchorRecord, hints: Mapping[str, Any], *, file: str) -> AnchorRecord:
+    """Fill unknown axes from the user's hints; a hint that contradicts what the file itself
+    records is an error. Server args (a launch command) fill what is still unknown after."""
+    if not hints:
+        return settle(record)
+    own = settle(attrs.evolve(record, server_args={}))
+    hinted = settle(attrs.evolve(
+        own,
+        regime=Regime(**{k: v for k, v in hints.items() if k in _REGIME_FIELDS}),
+        provenance=Provenance(source=own.provenance.source,
+                              **{k: v for k, v in hints.items() if k in _PROVENANCE_KEYS})))
+    reg_changes: dict[str, Any] = {}
+    prov_changes: dict[str, Any] = {}
+    for key in hints:
+        if key in _REGIME_FIELDS:
+            have, want = getattr(own.regime, key), getattr(hinted.regime, key)
+            if want is None:
+                continue
+            if have is None:
+                reg_changes[key] = want
+            elif have != want:
+                raise ConfigError(f"--meta {key}={hints[key]} contradicts the file, which "
+                                  f"records {have}", file=file)
+        else:
+            have = getattr(own.provenance, key)
+            if have is None:
+                prov_changes[key] = hints[key]
+            elif str(have) != str(hints[key]):
+                raise ConfigError(f"--meta {key}={hints[key]} contradicts the file, which "
+                                  f"records {have}", file=file)
+    merged = attrs.evolve(own, regime=attrs.evolve(own.regime, **reg_changes),
+                          provenance=attrs.evolve(own.provenance, **prov_changes),
+                          server_args=record.server_args)
+    return settle(merged)
+
+
+def unique_ids(records: list[AnchorRecord]) -> list[AnchorRecord]:
+    seen: dict[str, int] = {}
+    out = []
+    for record in records:
+        n = seen.get(record.id, 0)
+        seen[record.id] = n + 1
+        out.append(record if n == 0 else attrs.evolve(record, id=f"{record.id}-{n + 1}"))
+    return out
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9.]+", "-", text.lower()).strip("-")
+
+
+def regime_from_model_id(model_id: str | None) -> dict[str, Any]:
+    return {"model": nz.model_name(model_id), "weight_dtype": nz.weight_dtype_from_model_id(model_id)}

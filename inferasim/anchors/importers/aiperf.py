@@ -1,0 +1,122 @@
+"""AIPerf ``profile_export_aiperf.json`` -> one anchor.
+
+Two schemas: AIPerf >= 0.8 puts each metric at the top level (``time_to_first_token:
+{unit, avg, p50, p90, ...}``); older releases nest them under ``records`` by tag (``ttft``).
+AIPerf's ``inter_token_latency`` is per request (latency - TTFT) / (tokens - 1), i.e. TPOT;
+``inter_chunk_latency`` is the gap between streamed chunks, i.e. ITL. ISL and OSL are the means
+of the run (for an agentic trace they summarise a wide distribution). The endpoint's model name
+gives the model and, when its name declares one, the weight dtype; engine, GPU and parallelism
+come from hints or a launch command.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from inferasim.anchors.importers._common import (
+    apply_hints,
+    check_hints,
+    integer,
+    iso_date,
+    num,
+    read_json,
+    regime_from_model_id,
+    slug,
+)
+from inferasim.anchors.importers.vllm_bench import with_per_gpu
+from inferasim.anchors.record import AnchorRecord, Measurements, Provenance, Regime, Workload
+from inferasim.config.errors import ConfigError
+
+_UNIT_SCALE = {"ms": 1e-3, "sec": 1.0, "s": 1.0, "ns": 1e-9, "us": 1e-6}
+#: Metric -> tags it goes by (new schema first).
+_NAMES = {
+    "ttft": ("time_to_first_token", "ttft"),
+    "tpot": ("inter_token_latency",),
+    "itl": ("inter_chunk_latency",),
+    "e2e": ("request_latency",),
+    "isl": ("input_sequence_length",),
+    "osl": ("output_sequence_length",),
+    "out_tps": ("output_token_throughput",),
+    "in_tps": ("input_token_throughput",),
+    "total_tps": ("total_token_throughput",),
+    "per_user": ("output_token_throughput_per_user",),
+    "requests": ("request_count",),
+}
+
+
+def _metrics(data: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    nested = data.get("records")
+    source = nested if isinstance(nested, Mapping) else data
+    return {k: v for k, v in source.items() if isinstance(v, Mapping) and "avg" in v}
+
+
+def _stat(metrics: Mapping[str, Mapping[str, Any]], name: str, stat: str = "avg",
+          seconds: bool = False) -> float | None:
+    for tag in _NAMES[name]:
+        entry = metrics.get(tag)
+        if entry is None:
+            continue
+        value = num(entry.get(stat))
+        if value is None:
+            return None
+        if seconds:
+            scale = _UNIT_SCALE.get(str(entry.get("unit", "ms")).lower())
+            if scale is None:
+                return None
+            value *= scale
+        return value
+    return None
+
+
+def import_aiperf(path: str | Path, *, hints: Mapping[str, Any] | None = None,
+                  server_args: Mapping[str, Any] | None = None) -> list[AnchorRecord]:
+    """One anchor from an AIPerf profile export JSON."""
+    data = read_json(path)
+    file = str(path)
+    if not isinstance(data, Mapping):
+        raise ConfigError("expected a JSON object (an AIPerf profile export)", file=file)
+    metrics = _metrics(data)
+    isl, osl = _stat(metrics, "isl"), _stat(metrics, "osl")
+    if not metrics or isl is None or osl is None:
+        raise ConfigError("no input/output_sequence_length metrics: not an AIPerf profile export",
+                          file=file)
+    config = data.get("input_config") if isinstance(data.get("input_config"), Mapping) else {}
+    endpoint = config.get("endpoint", {}) if isinstance(config.get("endpoint"), Mapping) else {}
+    names = endpoint.get("model_names") or []
+    model_id = names[0] if isinstance(names, list) and names else None
+    loadgen = config.get("loadgen", {}) if isinstance(config.get("loadgen"), Mapping) else {}
+    inputs = config.get("input", {}) if isinstance(config.get("input"), Mapping) else {}
+    dataset = inputs.get("public_dataset") or inputs.get("detected_loader")
+    rate = num(loadgen.get("request_rate"))
+    out_tps, in_tps = _stat(metrics, "out_tps"), _stat(metrics, "in_tps")
+    total_tps = _stat(metrics, "total_tps")
+    if total_tps is None and out_tps is not None and in_tps is not None:
+        total_tps = out_tps + in_tps
+    m = Measurements(
+        ttft_mean_s=_stat(metrics, "ttft", "avg", True),
+        ttft_median_s=_stat(metrics, "ttft", "p50", True),
+        ttft_p90_s=_stat(metrics, "ttft", "p90", True),
+        tpot_mean_s=_stat(metrics, "tpot", "avg", True),
+        tpot_median_s=_stat(metrics, "tpot", "p50", True),
+        itl_mean_s=_stat(metrics, "itl", "avg", True),
+        itl_median_s=_stat(metrics, "itl", "p50", True),
+        e2e_mean_s=_stat(metrics, "e2e", "avg", True),
+        server_tput_total=total_tps, server_tput_output=out_tps,
+        interactivity=_stat(metrics, "per_user"),
+        completed=integer(_stat(metrics, "requests")),
+    )
+    workload = Workload(isl=int(round(isl)), osl=int(round(osl)),
+                        concurrency=integer(loadgen.get("concurrency")),
+                        request_rate=rate if rate is not None and rate > 0 else None,
+                        num_requests=integer(_stat(metrics, "requests")),
+                        dataset=str(dataset) if dataset else None)
+    version = data.get("aiperf_version")
+    prov = Provenance(source="aiperf", file=Path(file).name,
+                      date=iso_date(data.get("start_time")),
+                      tool=f"aiperf {version}" if version else "aiperf")
+    regime = Regime(**{k: v for k, v in regime_from_model_id(model_id).items() if v is not None})
+    record = AnchorRecord(id=f"aiperf-{slug(Path(file).stem)}", provenance=prov, regime=regime,
+                          workload=workload, measurements=m, server_args=dict(server_args or {}))
+    return [with_per_gpu(apply_hints(record, check_hints(hints), file=file))]

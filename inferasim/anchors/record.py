@@ -1,0 +1,184 @@
+"""One anchor: a real measurement, the deployment (regime) it measured, and where it came from.
+
+Every field that was not recorded is ``None`` (unknown). Files hold a list of records under one
+``schema_version``; a missing key reads as unknown. Units: seconds and tokens per second.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import attrs
+
+from inferasim.config.errors import ConfigError
+from inferasim.config.typed import build_spec, spec_to_dict
+
+SCHEMA_VERSION = 1
+
+#: Median ITL above this multiple of mean TPOT means the stream coalesces several tokens per
+#: chunk (SGLang on NVIDIA: 8-47x in InferenceMAX), so a chunk gap is not a decode step.
+COALESCING_RATIO = 1.5
+
+
+@attrs.frozen
+class Provenance:
+    """Where a measurement came from: the tool's file, the run, the engine build."""
+
+    source: str
+    file: str | None = None
+    url: str | None = None
+    run_url: str | None = None
+    date: str | None = None
+    image: str | None = None
+    engine_version: str | None = None
+    tool: str | None = None
+    notes: list[str] = attrs.field(factory=tuple)
+
+    @property
+    def build(self) -> str | None:
+        return self.image or self.engine_version
+
+
+@attrs.frozen
+class Regime:
+    """The deployment measured. Regime-defining axes are listed in ``regime.REGIME_AXES``;
+    ``attention_backend`` (the raw flag), ``page_size``, ``max_num_seqs``, ``num_gpus`` and
+    ``replicas`` are recorded for reference."""
+
+    model: str | None = None
+    engine: str | None = None
+    gpu: str | None = None
+    gpu_isa: str | None = None
+    kernel_family: str | None = None
+    attention_backend: str | None = None
+    weight_dtype: str | None = None
+    kv_dtype: str | None = None
+    spec_method: str | None = None
+    draft_tokens: int | None = None
+    acceptance: float | None = None
+    tp: int | None = None
+    ep: int | None = None
+    dp_attention: int | None = None
+    dcp: int | None = None
+    page_size: int | None = None
+    max_num_seqs: int | None = None
+    # GPUs the whole measurement ran on (divides server-wide throughput).
+    num_gpus: int | None = None
+    # Data-parallel replicas behind one endpoint (the client's concurrency is split over them).
+    replicas: int | None = None
+
+
+@attrs.frozen
+class Workload:
+    isl: int
+    osl: int
+    # Closed-loop clients; None for an open-loop or unbounded run.
+    concurrency: int | None = None
+    # Requests per second for an open-loop run; None = as fast as the clients go.
+    request_rate: float | None = None
+    num_requests: int | None = None
+    dataset: str | None = None
+
+
+@attrs.frozen
+class Measurements:
+    ttft_mean_s: float | None = None
+    ttft_median_s: float | None = None
+    ttft_p90_s: float | None = None
+    tpot_mean_s: float | None = None
+    tpot_median_s: float | None = None
+    itl_mean_s: float | None = None
+    itl_median_s: float | None = None
+    e2e_mean_s: float | None = None
+    # Tokens per second per GPU.
+    tput_per_gpu_total: float | None = None
+    tput_per_gpu_output: float | None = None
+    tput_per_gpu_input: float | None = None
+    # Tokens per second for the whole server (when the GPU count is unknown).
+    server_tput_total: float | None = None
+    server_tput_output: float | None = None
+    # Output tokens per second per user.
+    interactivity: float | None = None
+    # Mean tokens accepted per speculative step, when the client reports it.
+    accept_length: float | None = None
+    completed: int | None = None
+
+
+@attrs.frozen
+class AnchorRecord:
+    id: str
+    provenance: Provenance
+    regime: Regime
+    workload: Workload
+    measurements: Measurements
+    server_args: dict[str, Any] = attrs.field(factory=dict)
+
+    @property
+    def decode_step(self) -> tuple[float | None, str | None]:
+        return derive_decode_step(self.measurements, self.regime.spec_method)
+
+    @property
+    def decode_step_s(self) -> float | None:
+        return self.decode_step[0]
+
+    @property
+    def ttft_s(self) -> float | None:
+        m = self.measurements
+        return m.ttft_median_s if m.ttft_median_s is not None else m.ttft_mean_s
+
+    def to_dict(self) -> dict[str, Any]:
+        data = _drop_none(spec_to_dict(self))
+        step, basis = self.decode_step
+        if step is not None:
+            data["derived"] = {"decode_step_s": step, "decode_step_source": basis}
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], *, file: str = "<anchors>",
+                  key: str = "anchors") -> AnchorRecord:
+        if not isinstance(data, dict):
+            raise ConfigError(f"expected a mapping, got {type(data).__name__}", file=file, key=key)
+        body = {k: v for k, v in data.items() if k != "derived"}
+        return build_spec(cls, body, prefix=key, default_file=file)
+
+
+def _present(value: float | None) -> bool:
+    return value is not None and math.isfinite(value) and value > 0
+
+
+def derive_decode_step(m: Measurements, spec: str | None = None) -> tuple[float | None, str | None]:
+    """Seconds per decode step per sequence, and which measurement it came from.
+
+    Median ITL is one chunk gap, i.e. one engine step when each chunk carries one token. When
+    median ITL sits above ``COALESCING_RATIO`` x mean TPOT the stream is coalescing tokens, so
+    mean TPOT is read instead. Under speculative decoding a chunk carries every token accepted
+    in a step, so mean TPOT (per emitted token) is always read: one basis across the sweep
+    whatever the acceptance; a verify step is this times the accepted length.
+    """
+    tpot = m.tpot_mean_s if _present(m.tpot_mean_s) else m.tpot_median_s
+    tpot_name = "mean_tpot" if _present(m.tpot_mean_s) else "median_tpot"
+    itl = m.itl_median_s if _present(m.itl_median_s) else None
+    if not _present(tpot):
+        tpot = None
+    if spec not in (None, "none") and tpot is not None:
+        return tpot, f"{tpot_name} (speculative: a chunk carries every accepted token)"
+    if itl is not None and tpot is not None and itl > COALESCING_RATIO * tpot:
+        return tpot, (f"{tpot_name} (median ITL {itl / tpot:.1f}x > {COALESCING_RATIO}x: "
+                      "coalesced stream)")
+    if itl is not None:
+        return itl, "median_itl"
+    if tpot is not None:
+        return tpot, f"{tpot_name} (no ITL recorded)"
+    if _present(m.itl_mean_s):
+        return m.itl_mean_s, "mean_itl"
+    return None, None
+
+
+def _drop_none(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _drop_none(v) for k, v in value.items()
+                if v is not None and v != [] and v != {}}
+    if isinstance(value, list):
+        return [_drop_none(v) for v in value]
+    return value

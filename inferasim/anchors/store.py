@@ -1,0 +1,364 @@
+"""Anchor files and the store: load a folder, answer "which anchors may price this target?".
+
+``store.for_target(scenario)`` returns a ``TargetAnchors``: the usable anchors, the refused
+ones (each naming the axes that differed), whether the usable set crosses to another engine
+build, and coverage notes (prefill probe too short -> prefill refused; decode sweep short of the
+target's batch -> warned, with no claim of direction). ``store.frame(records)`` gives the
+oracle one row per anchor.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import tempfile
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pandas as pd
+import yaml
+
+from inferasim.anchors.record import SCHEMA_VERSION, AnchorRecord
+from inferasim.anchors.regime import AxisMismatch, Target, compare, settle
+from inferasim.config.catalog import REPO_ROOT
+from inferasim.config.errors import ConfigError
+
+DEFAULT_ANCHOR_DIR = REPO_ROOT / "anchors"
+ANCHOR_SUFFIXES = (".json", ".yaml", ".yml")
+
+#: A prefill probe fits a context curve only with this many distinct prompt lengths ...
+PREFILL_MIN_ISLS = 3
+#: ... and only if its longest prompt reaches this fraction of the target's.
+PREFILL_MIN_REACH = 0.5
+
+
+# ---------------------------------------------------------------- files
+
+
+def read_anchor_file(path: str | Path) -> list[AnchorRecord]:
+    """Records of one anchor file (JSON or YAML, ``{schema_version, anchors: [...]}``)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError("anchor file not found", file=str(path))
+    text = path.read_text()
+    try:
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise ConfigError(f"not valid {path.suffix.lstrip('.').upper()}: {exc}".splitlines()[0],
+                          file=str(path)) from None
+    if not isinstance(data, dict) or "anchors" not in data:
+        raise ConfigError("expected a mapping with 'schema_version' and 'anchors'", file=str(path))
+    version = data.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise ConfigError(f"schema_version {version!r} is not supported (expected "
+                          f"{SCHEMA_VERSION})", file=str(path), key="schema_version")
+    items = data["anchors"]
+    if not isinstance(items, list):
+        raise ConfigError("expected a list", file=str(path), key="anchors")
+    return [settle(AnchorRecord.from_dict(item, file=str(path), key=f"anchors[{i}]"))
+            for i, item in enumerate(items)]
+
+
+def write_anchor_file(path: str | Path, records: Sequence[AnchorRecord],
+                      generated_by: str | None = None) -> Path:
+    """Write records atomically (a temporary file in the same folder, then a rename)."""
+    path = Path(path)
+    if path.suffix not in ANCHOR_SUFFIXES:
+        raise ConfigError(f"anchor files end in {', '.join(ANCHOR_SUFFIXES)}", file=str(path))
+    ids = Counter(r.id for r in records)
+    dupes = [i for i, n in ids.items() if n > 1]
+    if dupes:
+        raise ConfigError(f"duplicate anchor id {dupes[0]!r}", file=str(path))
+    doc: dict[str, Any] = {"schema_version": SCHEMA_VERSION}
+    if generated_by:
+        doc["generated_by"] = generated_by
+    doc["anchors"] = [r.to_dict() for r in records]
+    if path.suffix == ".json":
+        text = json.dumps(doc, indent=1, allow_nan=False) + "\n"
+    else:
+        text = yaml.safe_dump(doc, sort_keys=False)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+# ---------------------------------------------------------------- for_target result
+
+
+@attrs.frozen
+class Refusal:
+    anchor: AnchorRecord
+    mismatches: tuple[AxisMismatch, ...]
+
+    @property
+    def axes(self) -> tuple[str, ...]:
+        return tuple(m.axis for m in self.mismatches)
+
+    @property
+    def reason(self) -> str:
+        return "; ".join(str(m) for m in self.mismatches)
+
+
+@attrs.frozen
+class TargetAnchors:
+    """What the store can offer one target."""
+
+    target: Target
+    # Anchors that may price the target (of its build when any are).
+    usable: tuple[AnchorRecord, ...]
+    refused: tuple[Refusal, ...]
+    # Regime-compatible anchors of other builds, left out because the target's build has some.
+    set_aside: tuple[AnchorRecord, ...] = ()
+    # True when no usable anchor is of the target's build and other builds are used instead.
+    crossed_build: bool = False
+    build_note: str | None = None
+    # False: prefill and TTFT fall back to the analytic model (decode may still be calibrated).
+    prefill_calibrated: bool = False
+    prefill_note: str | None = None
+    warnings: tuple[str, ...] = ()
+    # Anchor id -> regime axes it does not record (skipped in the comparison).
+    skipped_axes: dict[str, tuple[str, ...]] = attrs.field(factory=dict)
+
+    @property
+    def calibrated(self) -> bool:
+        return bool(self.usable)
+
+    @property
+    def notes(self) -> list[str]:
+        out = []
+        if not self.usable:
+            out.append("no usable anchor: the oracle falls back to the analytic model")
+        if self.build_note:
+            out.append(self.build_note)
+        if self.prefill_note:
+            out.append(self.prefill_note)
+        out.extend(self.warnings)
+        return out
+
+    def refused_by_axis(self) -> dict[str, int]:
+        counts: Counter[str] = Counter()
+        for refusal in self.refused:
+            counts.update(refusal.axes)
+        return dict(counts.most_common())
+
+    def frame(self) -> pd.DataFrame:
+        return anchor_frame(self.usable)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "target": attrs.asdict(self.target),
+            "usable": [r.id for r in self.usable],
+            "refused": [{"id": r.anchor.id, "axes": list(r.axes), "reason": r.reason}
+                        for r in self.refused],
+            "set_aside": [r.id for r in self.set_aside],
+            "crossed_build": self.crossed_build,
+            "build_note": self.build_note,
+            "prefill_calibrated": self.prefill_calibrated,
+            "prefill_note": self.prefill_note,
+            "warnings": list(self.warnings),
+            "skipped_axes": {k: list(v) for k, v in self.skipped_axes.items()},
+            "notes": self.notes,
+        }
+
+
+FRAME_COLUMNS = ("id", "source", "engine", "gpu", "build", "date", "isl", "osl", "concurrency",
+                 "decode_step_s", "decode_step_source", "tpot_mean_s", "itl_median_s", "ttft_s",
+                 "ttft_mean_s", "ttft_median_s", "tput_per_gpu_total", "tput_per_gpu_output",
+                 "tput_per_gpu_input", "interactivity", "tp", "ep", "dp_attention",
+                 "spec_method", "draft_tokens", "replicas")
+
+
+def anchor_frame(records: Iterable[AnchorRecord]) -> pd.DataFrame:
+    """One row per anchor: workload, derived decode step (s), TTFT (s; median when recorded,
+    else mean) and per-GPU throughput (tok/s), with the regime facts the oracle transports by."""
+    rows = []
+    for r in records:
+        step, basis = r.decode_step
+        m, reg, w = r.measurements, r.regime, r.workload
+        rows.append({
+            "id": r.id, "source": r.provenance.source, "engine": reg.engine, "gpu": reg.gpu,
+            "build": r.provenance.build, "date": r.provenance.date,
+            "isl": w.isl, "osl": w.osl, "concurrency": w.concurrency,
+            "decode_step_s": step, "decode_step_source": basis,
+            "tpot_mean_s": m.tpot_mean_s, "itl_median_s": m.itl_median_s,
+            "ttft_s": r.ttft_s, "ttft_mean_s": m.ttft_mean_s, "ttft_median_s": m.ttft_median_s,
+            "tput_per_gpu_total": m.tput_per_gpu_total,
+            "tput_per_gpu_output": m.tput_per_gpu_output,
+            "tput_per_gpu_input": m.tput_per_gpu_input, "interactivity": m.interactivity,
+            "tp": reg.tp, "ep": reg.ep, "dp_attention": reg.dp_attention,
+            "spec_method": reg.spec_method, "draft_tokens": reg.draft_tokens,
+            "replicas": reg.replicas,
+        })
+    frame = pd.DataFrame(rows, columns=list(FRAME_COLUMNS))
+    return frame.sort_values(["isl", "osl", "concurrency", "id"], na_position="last",
+                             ignore_index=True) if len(frame) else frame
+
+
+# ---------------------------------------------------------------- the store
+
+
+class AnchorStore:
+    """Anchors loaded from files; ids are unique across the store."""
+
+    def __init__(self, records: Iterable[AnchorRecord] = (), *,
+                 origins: dict[str, str] | None = None):
+        self._records: dict[str, AnchorRecord] = {}
+        self._origins: dict[str, str] = {}
+        origins = origins or {}
+        for record in records:
+            record = settle(record)
+            where = origins.get(record.id, "<memory>")
+            if record.id in self._records:
+                raise ConfigError(f"duplicate anchor id {record.id!r} (also in "
+                                  f"{self._origins[record.id]})", file=where)
+            self._records[record.id] = record
+            self._origins[record.id] = where
+
+    @classmethod
+    def load(cls, path: str | Path | None = None) -> AnchorStore:
+        """Every anchor file in a folder (recursively), or one file; default ``anchors/``."""
+        root = Path(path) if path is not None else DEFAULT_ANCHOR_DIR
+        if root.is_file():
+            files = [root]
+        elif root.is_dir():
+            files = sorted(p for p in root.rglob("*") if p.suffix in ANCHOR_SUFFIXES
+                           and p.is_file() and not p.name.startswith("."))
+        else:
+            raise ConfigError("anchor folder not found", file=str(root))
+        records: list[AnchorRecord] = []
+        origins: dict[str, str] = {}
+        for file in files:
+            for record in read_anchor_file(file):
+                if record.id in origins:
+                    raise ConfigError(f"duplicate anchor id {record.id!r} (also in "
+                                      f"{origins[record.id]})", file=str(file))
+                origins[record.id] = str(file)
+                records.append(record)
+        return cls(records, origins=origins)
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def __iter__(self):
+        return iter(self._records.values())
+
+    @property
+    def records(self) -> tuple[AnchorRecord, ...]:
+        return tuple(self._records.values())
+
+    def origin(self, anchor_id: str) -> str:
+        return self._origins.get(anchor_id, "<memory>")
+
+    def get(self, anchor_id: str) -> AnchorRecord:
+        if anchor_id in self._records:
+            return self._records[anchor_id]
+        near = difflib.get_close_matches(anchor_id, list(self._records), n=1, cutoff=0.6)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        raise ConfigError(f"no anchor {anchor_id!r}{hint}; {len(self)} anchors loaded")
+
+    def frame(self, records: Iterable[AnchorRecord] | TargetAnchors | None = None) -> pd.DataFrame:
+        """The oracle's view: (isl, osl, concurrency, decode_step_s, ttft, throughput ...)."""
+        if records is None:
+            records = self.records
+        if isinstance(records, TargetAnchors):
+            records = records.usable
+        return anchor_frame(records)
+
+    def for_target(self, scenario: Any, *, isl: int | None = None,
+                   batch: int | None = None) -> TargetAnchors:
+        """Anchors usable for a scenario (or a ``Target``), the refused ones with their axes,
+        the build preference and the coverage notes."""
+        target = scenario if isinstance(scenario, Target) else Target.from_scenario(scenario)
+        if isl is not None or batch is not None:
+            target = attrs.evolve(target, isl=isl if isl is not None else target.isl,
+                                  batch=batch if batch is not None else target.batch)
+        compatible: list[AnchorRecord] = []
+        refused: list[Refusal] = []
+        skipped: dict[str, tuple[str, ...]] = {}
+        for record in self._records.values():
+            diffs, unknown = compare(record.regime, target)
+            if diffs:
+                refused.append(Refusal(record, tuple(diffs)))
+            else:
+                compatible.append(record)
+                if unknown:
+                    skipped[record.id] = tuple(unknown)
+        usable, set_aside, crossed, build_note = _prefer_build(compatible, target.build)
+        prefill_ok, prefill_note = _prefill_coverage(usable, target.isl)
+        warnings = _decode_coverage(usable, target.batch)
+        return TargetAnchors(
+            target=target, usable=tuple(usable), refused=tuple(refused),
+            set_aside=tuple(set_aside), crossed_build=crossed, build_note=build_note,
+            prefill_calibrated=prefill_ok, prefill_note=prefill_note, warnings=tuple(warnings),
+            skipped_axes={k: v for k, v in skipped.items() if any(r.id == k for r in usable)},
+        )
+
+
+def _build_matches(record: AnchorRecord, build: str) -> bool:
+    from inferasim.anchors.normalise import build_matches
+
+    return build_matches(build, record.provenance.image, record.provenance.engine_version)
+
+
+def _prefer_build(records: list[AnchorRecord], build: str
+                  ) -> tuple[list[AnchorRecord], list[AnchorRecord], bool, str | None]:
+    if not build or not records:
+        return records, [], False, None
+    same = [r for r in records if _build_matches(r, build)]
+    other = [r for r in records if not _build_matches(r, build)]
+    if same:
+        note = None
+        if other:
+            note = (f"build: using {len(same)} anchors of build {build}; {len(other)} "
+                    "regime-compatible anchors of other builds set aside")
+        return same, other, False, note
+    builds = sorted({r.provenance.build or "unrecorded" for r in other})
+    shown = ", ".join(builds[:4]) + (f" and {len(builds) - 4} more" if len(builds) > 4 else "")
+    note = (f"build crossed: no anchor of build {build}; using {len(other)} anchors of "
+            f"other builds ({shown})")
+    return other, [], True, note
+
+
+def _prefill_coverage(records: list[AnchorRecord], target_isl: int | None
+                      ) -> tuple[bool, str | None]:
+    if not records:
+        return False, None
+    isls = sorted({r.workload.isl for r in records if r.ttft_s is not None})
+    fallback = "prefill and TTFT fall back to the analytic model; decode stays calibrated"
+    if len(isls) < PREFILL_MIN_ISLS:
+        shown = ", ".join(str(i) for i in isls) or "none with a TTFT"
+        return False, (f"prefill refused: the probe has {len(isls)} distinct ISL(s) ({shown}); "
+                       f"a context curve needs at least {PREFILL_MIN_ISLS}; {fallback}")
+    if target_isl is not None and isls[-1] < PREFILL_MIN_REACH * target_isl:
+        return False, (f"prefill refused: the longest probed ISL {isls[-1]} is below "
+                       f"{PREFILL_MIN_REACH:g}x the target's ISL {target_isl}; {fallback}")
+    return True, None
+
+
+def _decode_coverage(records: list[AnchorRecord], batch: int | None) -> list[str]:
+    if not records or batch is None:
+        return []
+    concs = [r.workload.concurrency for r in records
+             if r.workload.concurrency is not None and r.decode_step_s is not None]
+    if not concs:
+        return [f"decode: no usable anchor records a closed-loop concurrency; the target's "
+                f"batch of {batch} is not covered by a measured sweep"]
+    reach = max(concs)
+    if reach >= batch:
+        return []
+    return [f"decode: the measured sweep stops at concurrency {reach}; the target asks for a "
+            f"batch of {batch}; steps past {reach} are transported from the measured sweep, "
+            "not measured"]

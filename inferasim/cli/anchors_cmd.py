@@ -1,0 +1,214 @@
+"""``inferasim anchors``: import measurements, list and show anchors, check a scenario's anchors."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from inferasim.config.errors import ConfigError
+
+
+class _AnchorsGroup(click.Group):
+    """A user mistake (ConfigError) is one line on stderr and exit status 2, also when this
+    group runs on its own."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except ConfigError as exc:
+            click.echo(f"inferasim: error: {exc}", err=True)
+            sys.exit(2)
+
+
+@click.group(cls=_AnchorsGroup)
+def anchors() -> None:
+    """Measured anchors: import benchmark results, list them, check a scenario against them."""
+
+
+def _pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in values:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise ConfigError(f"expected KEY=VALUE, got {item!r}", key=option)
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _fmt(value: Any, scale: float = 1.0, digits: int = 1) -> str:
+    if value is None:
+        return "-"
+    return f"{value * scale:.{digits}f}"
+
+
+def _spec(reg) -> str:
+    if reg.spec_method in (None, "none"):
+        return reg.spec_method or "?"
+    return f"{reg.spec_method}+{reg.draft_tokens}" if reg.draft_tokens else reg.spec_method
+
+
+def _par(reg) -> str:
+    def v(x):
+        return "?" if x is None else str(x)
+
+    return f"tp{v(reg.tp)} ep{v(reg.ep)} dpa{v(reg.dp_attention)}"
+
+
+# ---------------------------------------------------------------- import
+
+
+@anchors.command("import")
+@click.option("--from", "source", required=True,
+              type=click.Choice(["inferencemax", "grid", "vllm-bench", "sglang-bench", "aiperf"]),
+              help="Which tool wrote FILE.")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--out", "out", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Anchor file to write (.json or .yaml); written whole or not at all.")
+@click.option("--meta", "meta", multiple=True, metavar="KEY=VALUE",
+              help="A fact the file does not state: a regime axis (gpu, engine, tp, ...) or "
+                   "provenance (image, run_url, date). Repeatable.")
+@click.option("--server-cmd", "server_cmd", type=click.Path(dir_okay=False, path_type=Path),
+              help="File holding the server's launch command (vllm-bench, aiperf).")
+@click.option("--include-disagg", is_flag=True,
+              help="inferencemax: keep disaggregated and multi-node rows too.")
+def import_cmd(source: str, file: Path, out: Path, meta: tuple[str, ...], server_cmd: Path | None,
+               include_disagg: bool) -> None:
+    """Import FILE written by a benchmark tool into an anchor file."""
+    from inferasim.anchors import normalise as nz
+    from inferasim.anchors.importers import IMPORTERS, TAKES_SERVER_ARGS
+    from inferasim.anchors.store import write_anchor_file
+
+    kwargs: dict[str, Any] = {"hints": _pairs(meta, "--meta")}
+    if server_cmd is not None:
+        if source not in TAKES_SERVER_ARGS:
+            raise ConfigError(f"--server-cmd applies to {', '.join(TAKES_SERVER_ARGS)}, "
+                              f"not {source}", key="--server-cmd")
+        if not server_cmd.is_file():
+            raise ConfigError("file not found", file=str(server_cmd), key="--server-cmd")
+        kwargs["server_args"] = nz.parse_server_command(server_cmd.read_text())
+    if include_disagg:
+        if source != "inferencemax":
+            raise ConfigError("--include-disagg applies to inferencemax only",
+                              key="--include-disagg")
+        kwargs["include_disaggregated"] = True
+    records = IMPORTERS[source](file, **kwargs)
+    if not records:
+        raise ConfigError("nothing to import (no rows kept)", file=str(file))
+    words = ["inferasim anchors import --from", source, file.name]
+    words += [f"--meta {shlex.quote(m)}" for m in meta]
+    if server_cmd is not None:
+        words.append(f"--server-cmd {server_cmd.name}")
+    if include_disagg:
+        words.append("--include-disagg")
+    write_anchor_file(out, records, generated_by=" ".join(words) + f" --out {out.name}")
+    click.echo(f"imported {len(records)} anchors from {file} -> {out}")
+
+
+# ---------------------------------------------------------------- list / show
+
+
+@anchors.command("list")
+@click.argument("folder", required=False, type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def list_cmd(folder: Path | None, as_json: bool) -> None:
+    """List the anchors in FOLDER (default: the shipped anchors/)."""
+    from inferasim.anchors.store import AnchorStore
+
+    store = AnchorStore.load(folder)
+    if as_json:
+        click.echo(json.dumps([r.to_dict() for r in store], indent=1))
+        return
+    header = (f"{'id':60} {'engine':12} {'gpu':7} {'weights':7} {'spec':7} {'parallel':15} "
+              f"{'isl/osl':>10} {'conc':>5} {'step ms':>8}")
+    click.echo(header)
+    for r in store:
+        reg, w = r.regime, r.workload
+        click.echo(f"{r.id:60} {reg.engine or '?':12} {reg.gpu or '?':7} "
+                   f"{reg.weight_dtype or '?':7} {_spec(reg):7} {_par(reg):15} "
+                   f"{w.isl:>5}/{w.osl:<4} {w.concurrency if w.concurrency is not None else '-':>5} "
+                   f"{_fmt(r.decode_step_s, 1e3, 2):>8}")
+    click.echo(f"{len(store)} anchors")
+
+
+@anchors.command("show")
+@click.argument("anchor_id")
+@click.option("--dir", "folder", type=click.Path(path_type=Path),
+              help="Anchor folder or file (default: anchors/).")
+def show_cmd(anchor_id: str, folder: Path | None) -> None:
+    """Show one anchor: provenance, regime (unknown axes shown as null), workload, measurements."""
+    import attrs
+
+    from inferasim.anchors.store import AnchorStore
+
+    store = AnchorStore.load(folder)
+    record = store.get(anchor_id)
+    data = record.to_dict()
+    data["regime"] = attrs.asdict(record.regime)
+    data["file"] = store.origin(anchor_id)
+    click.echo(json.dumps(data, indent=1))
+
+
+# ---------------------------------------------------------------- check
+
+
+@anchors.command("check")
+@click.argument("scenario", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Override a scenario key (repeatable).")
+@click.option("--dir", "folder", type=click.Path(path_type=Path),
+              help="Anchor folder or file (default: anchors/).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("-v", "--verbose", is_flag=True, help="List every refused anchor.")
+def check_cmd(scenario: Path, overrides: tuple[str, ...], folder: Path | None, as_json: bool,
+              verbose: bool) -> None:
+    """Which anchors may price SCENARIO: usable, refused (with the axis), build, coverage."""
+    from inferasim.anchors.store import AnchorStore
+    from inferasim.config.loader import load_scenario
+
+    resolved = load_scenario(scenario, list(overrides))
+    store = AnchorStore.load(folder)
+    result = store.for_target(resolved)
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=1, default=str))
+        return
+    click.echo(f"target: {result.target.describe()}")
+    click.echo(f"        isl {result.target.isl if result.target.isl is not None else '-'}, "
+               f"decode batch {result.target.batch if result.target.batch is not None else '-'}")
+    click.echo(f"anchors: {len(store)} loaded, {len(result.usable)} usable, "
+               f"{len(result.refused)} refused, {len(result.set_aside)} set aside (other build)")
+    if result.usable:
+        click.echo("usable:")
+        for r in sorted(result.usable, key=lambda r: (r.workload.isl, r.workload.osl,
+                                                      r.workload.concurrency or 0)):
+            step, basis = r.decode_step
+            skipped = ",".join(result.skipped_axes.get(r.id, ())) or "-"
+            click.echo(f"  {r.id}  isl {r.workload.isl} osl {r.workload.osl} "
+                       f"conc {r.workload.concurrency}  step {_fmt(step, 1e3, 2)} ms "
+                       f"({(basis or '-').split(' ')[0]})  ttft {_fmt(r.ttft_s, 1e3, 0)} ms  "
+                       f"build {r.provenance.build or '?'}  unknown: {skipped}")
+    if result.refused:
+        by_axis = ", ".join(f"{axis} {n}" for axis, n in result.refused_by_axis().items())
+        click.echo(f"refused by axis: {by_axis}")
+        shown = result.refused if verbose else _one_per_reason(result.refused)
+        for refusal in shown:
+            click.echo(f"  {refusal.anchor.id}: {refusal.reason}")
+        if not verbose and len(shown) < len(result.refused):
+            click.echo(f"  ... {len(result.refused) - len(shown)} more (--verbose lists all)")
+    for note in result.notes:
+        click.echo(f"note: {note}")
+
+
+def _one_per_reason(refused) -> list:
+    seen: set[tuple[str, ...]] = set()
+    out = []
+    for refusal in refused:
+        key = refusal.axes
+        if key not in seen:
+            seen.add(key)
+            out.append(refusal)
+    return out[:12]

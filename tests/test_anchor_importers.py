@@ -1,0 +1,222 @@
+"""Each importer on the real files in ../shared/data (skipped when that folder is absent)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from inferasim.anchors.importers import (
+    import_aiperf,
+    import_grid,
+    import_inferencemax,
+    import_sglang_bench,
+    import_vllm_bench,
+)
+from inferasim.anchors.normalise import parse_server_command
+from inferasim.config.errors import ConfigError
+
+# The repository sits at <work>/main; the shared data at <work>/shared/data.
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+pytestmark = pytest.mark.skipif(not DATA.is_dir(),
+                                reason=f"shared data folder {DATA} is absent (real-file fixtures)")
+IMAX = DATA / "inferencemax"
+OUTPUTS = DATA / "engine-outputs"
+
+
+# ---------------------------------------------------------------- InferenceMAX
+
+
+def test_inferencemax_csv_single_node_rows():
+    records = import_inferencemax(IMAX / "benchmarks_flat.csv")
+    assert len(records) == 130  # 265 rows, of which 135 disaggregated or multi-node
+    assert len({r.id for r in records}) == len(records)
+    first = records[0]
+    assert first.id == "imax-mi355x-sglang-fp4-tp4-ep1-1024-1024-c4-2026-06-11"
+    reg, prov = first.regime, first.provenance
+    assert (reg.model, reg.engine, reg.gpu, reg.gpu_isa) == ("deepseek-r1", "sglang", "mi355x",
+                                                             "gfx950")
+    assert (reg.weight_dtype, reg.spec_method, reg.tp, reg.ep, reg.dp_attention) == (
+        "mxfp4", "none", 4, 1, 1)
+    assert reg.kernel_family is None and reg.kv_dtype is None and reg.draft_tokens is None
+    assert prov.image == "lmsysorg/sglang:v0.5.12-rocm700-mi35x" and prov.engine_version == "0.5.12"
+    assert prov.run_url.startswith("https://github.com/SemiAnalysisAI/InferenceX/actions/runs/")
+    assert prov.date == "2026-06-11"
+    m = first.measurements
+    assert m.ttft_median_s == pytest.approx(0.10217383736744523)
+    assert m.tput_per_gpu_total == pytest.approx(198.9447984579421)
+    assert first.decode_step == (m.itl_median_s, "median_itl")
+    engines = {r.regime.engine for r in records}
+    assert engines == {"sglang", "atom", "trt"}  # no dynamo-*, no mori-sglang (all disagg)
+
+
+def test_inferencemax_nvidia_fp4_is_nvfp4_and_sglang_nvidia_reads_tpot():
+    records = import_inferencemax(IMAX / "benchmarks_flat.csv")
+    b200_fp4 = [r for r in records if r.regime.gpu == "b200" and r.regime.engine == "sglang"
+                and r.regime.weight_dtype not in ("fp8",)]
+    assert b200_fp4 and {r.regime.weight_dtype for r in b200_fp4} == {"nvfp4"}
+    h200 = [r for r in records if r.regime.gpu == "h200" and r.regime.engine == "sglang"
+            and r.regime.spec_method == "none"]
+    assert h200 and all(r.decode_step[1].startswith("mean_tpot") for r in h200)
+    atom = [r for r in records if r.regime.engine == "atom"]
+    assert atom and {r.regime.kernel_family for r in atom} == {"aiter"}
+    dpa = [r for r in records if r.regime.dp_attention and r.regime.dp_attention > 1]
+    assert dpa and all(r.regime.dp_attention == r.regime.tp for r in dpa)
+
+
+def test_inferencemax_json_and_history_and_disagg_option():
+    from_json = import_inferencemax(IMAX / "inferencex_app_fixture_benchmarks.json")
+    from_csv = import_inferencemax(IMAX / "benchmarks_flat.csv")
+    assert [r.id for r in from_json] == [r.id for r in from_csv]
+    everything = import_inferencemax(IMAX / "benchmarks_flat.csv", include_disaggregated=True)
+    assert len(everything) == 265
+    assert {"dynamo-sglang", "mori-sglang"} <= {r.regime.engine for r in everything}
+    history = import_inferencemax(IMAX / "benchmarks_history_flat.csv")
+    assert history and all(r.provenance.image is None for r in history)
+    assert all(r.measurements.tpot_median_s for r in history)
+
+
+def test_inferencemax_processed_agg_file():
+    (record,) = import_inferencemax(
+        OUTPUTS / "inferencex-processed/inferencex_agg_kimik25-int4_mi355x_tp8_mtp_1k1k_conc4.json")
+    reg = record.regime
+    assert (reg.model, reg.engine, reg.gpu, reg.weight_dtype, reg.spec_method, reg.tp) == (
+        "kimi-k2.5", "vllm", "mi355x", "int4", "mtp", 8)
+    assert record.provenance.engine_version == "0.21.0"
+
+
+# ---------------------------------------------------------------- grid
+
+
+def test_grid_csv():
+    records = import_grid(DATA / "isl-concurrency-grid/token_position_decode_slo_results.csv")
+    assert len(records) == 169
+    by_tag = {r.id.split("-1024-")[0] for r in records if "-1024-" in r.id}
+    assert "grid-glm5-fp8-vllm-tp8" in by_tag
+    glm = next(r for r in records if r.id == "grid-glm5-fp8-vllm-tp8-1024-128-c4")
+    assert (glm.regime.model, glm.regime.engine, glm.regime.weight_dtype) == ("glm-5", "vllm", "fp8")
+    assert (glm.regime.spec_method, glm.regime.draft_tokens, glm.regime.gpu) == ("mtp", 1, None)
+    assert glm.measurements.ttft_median_s == pytest.approx(0.26499967742711306)
+    assert glm.measurements.tput_per_gpu_output == pytest.approx(164.72765441223032 / 8)
+    assert glm.provenance.url.endswith("glm5_fp8_vllm_tp8_isl1024_osl128_conc4.json")
+    dep = [r for r in records if "dep8" in r.id]
+    assert dep and all((r.regime.gpu, r.regime.dp_attention, r.regime.ep) == ("h200", 8, 8)
+                       for r in dep)
+    isls = {r.workload.isl for r in records if "tep8" in r.id}
+    assert len(isls) >= 3  # enough distinct prompt lengths to fit a context curve
+
+
+def test_grid_rejects_other_csv():
+    with pytest.raises(ConfigError, match="not an ISL x concurrency grid"):
+        import_grid(IMAX / "benchmarks_flat.csv")
+
+
+# ---------------------------------------------------------------- vLLM bench serve
+
+VLLM = OUTPUTS / "vllm-bench-serve"
+
+
+def test_vllm_bench_serve_json():
+    path = VLLM / "benchmaq_vllm-bench-serve_glm47-fp8_b200_tp8_in8192_out128_c100.json"
+    (record,) = import_vllm_bench(path, hints={"gpu": "b200", "engine": "vllm", "tp": "8"})
+    assert (record.workload.isl, record.workload.osl, record.workload.concurrency) == (8192, 128,
+                                                                                       100)
+    assert record.regime.weight_dtype == "fp8" and record.regime.gpu == "b200"
+    assert record.measurements.ttft_mean_s == pytest.approx(8.304430055648554)
+    assert record.measurements.tput_per_gpu_total == pytest.approx(39512.75064655779 / 8)
+    assert record.provenance.date == "2026-01-29"
+    assert record.decode_step[0] == pytest.approx(0.04234402300789952)
+
+
+def test_vllm_bench_client_backend_is_not_the_server_engine():
+    path = VLLM / "dstack_vllm-bench-serve_sglang-pd-2p2d_gptoss120b_h200_conc32_in2048_out2048.json"
+    (record,) = import_vllm_bench(path)
+    assert record.regime.engine is None and record.regime.model == "gpt-oss-120b"
+
+
+def test_vllm_bench_seconds_dialect_and_server_command():
+    path = VLLM / "inferencex_benchmark_serving_random_glm5-fp8_vllm_tp8_isl1024_osl128_conc4.json"
+    args = parse_server_command("vllm serve zai-org/GLM-5-FP8 --tensor-parallel-size 8 "
+                                "--speculative-config '{\"method\":\"mtp\","
+                                "\"num_speculative_tokens\":1}'")
+    (record,) = import_vllm_bench(path, hints={"engine": "vllm"}, server_args=args)
+    assert record.measurements.ttft_median_s == pytest.approx(0.26499967742711306)
+    assert (record.regime.tp, record.regime.spec_method, record.regime.draft_tokens) == (8, "mtp", 1)
+    assert record.measurements.tput_per_gpu_output == pytest.approx(164.72765441223032 / 8)
+
+
+def test_vllm_bench_failed_run_and_contradicting_hint():
+    with pytest.raises(ConfigError, match="0 requests completed"):
+        import_vllm_bench(VLLM / "benchmaq_vllm-bench-serve_glm47-fp8_b200_tp4dp2_in2048_FAILED-all-100.json")
+    path = VLLM / "benchmaq_vllm-bench-serve_glm47-fp8_b200_tp8_in8192_out128_c100.json"
+    with pytest.raises(ConfigError, match="contradicts the file"):
+        import_vllm_bench(path, hints={"weight_dtype": "bf16"})
+    with pytest.raises(ConfigError, match="did you mean 'gpu'"):
+        import_vllm_bench(path, hints={"gpuu": "b200"})
+
+
+# ---------------------------------------------------------------- SGLang bench_serving
+
+SGL = OUTPUTS / "sglang-bench-serving"
+
+
+def test_sglang_bench_serving_with_server_info():
+    path = SGL / "benchmaq_sglang-0.5.9_bench_serving_qwen3-8b_h100_tp8_in1024_out128_c100.jsonl"
+    (record,) = import_sglang_bench(path, hints={"gpu": "h100"})
+    reg = record.regime
+    assert (reg.engine, reg.gpu, reg.tp, reg.dp_attention, reg.ep) == ("sglang", "h100", 8, 1, 1)
+    assert (reg.kernel_family, reg.attention_backend) == ("flash-attn", "fa3")
+    assert reg.spec_method == "none" and reg.kv_dtype is None and reg.weight_dtype is None
+    assert record.provenance.engine_version == "0.5.9"
+    assert record.server_args["tp_size"] == 8 and len(record.server_args) < 60
+    assert record.workload.concurrency == 100 and record.workload.dataset == "random"
+    assert record.measurements.tput_per_gpu_total is not None
+
+
+def test_sglang_dp_without_dp_attention_is_replicas():
+    path = SGL / "benchmaq_sglang-0.5.8.post1_bench_serving_gptoss120b_a100_tp4dp2_in2048_out128_c100.jsonl"
+    (record,) = import_sglang_bench(path)
+    reg = record.regime
+    assert (reg.tp, reg.dp_attention, reg.replicas, reg.num_gpus) == (4, 1, 2, 8)
+    assert reg.kernel_family == "triton"
+
+
+def test_sglang_bench_serving_old_dialect_open_loop():
+    path = SGL / "datacrunch_sglang-2024-12_bench_serving_llama33-70b_h200_tp4_online.jsonl"
+    records = import_sglang_bench(path)
+    assert len(records) == 7 and len({r.id for r in records}) == 7
+    first = records[0]
+    assert first.workload.request_rate == 1.0 and first.workload.concurrency is None
+    assert first.decode_step == (pytest.approx(0.013638956006616354), "median_itl")
+
+
+# ---------------------------------------------------------------- AIPerf
+
+
+def test_aiperf_new_schema():
+    path = OUTPUTS / "aiperf/inferencex_aiperf-0.8.0_kimi-k2.7_vllm_mi355x_tp4_conc4_profile_export_aiperf.json"
+    command = OUTPUTS / "engine-logs/vllm/inferencex_kimi-k2.7_mi355x_tp4_conc4_vllm_command.txt"
+    (record,) = import_aiperf(path, hints={"engine": "vllm", "gpu": "mi355x"},
+                              server_args=parse_server_command(command.read_text()))
+    reg = record.regime
+    assert (reg.model, reg.weight_dtype, reg.gpu, reg.gpu_isa, reg.tp) == (
+        "kimi-k2.7", "mxfp4", "mi355x", "gfx950", 4)
+    assert record.workload.concurrency == 4 and record.workload.isl == 81098
+    m = record.measurements
+    assert m.ttft_mean_s == pytest.approx(12.69525872995064)
+    assert m.tpot_mean_s == pytest.approx(0.022899478392626104)
+    assert m.itl_median_s == pytest.approx(0.020280885)
+    assert m.tput_per_gpu_output == pytest.approx(161.99612075969227 / 4)
+    assert record.provenance.tool == "aiperf 0.8.0" and record.provenance.date == "2026-07-09"
+
+
+def test_aiperf_old_schema():
+    (record,) = import_aiperf(OUTPUTS / "aiperf/aiperf-repo_examples_run1_profile_export_aiperf.json")
+    assert record.regime.model == "gpt-oss-20b"
+    assert record.workload.concurrency == 100 and record.workload.isl == 550
+    assert record.measurements.ttft_median_s == pytest.approx(2.369317693)
+
+
+def test_aiperf_rejects_other_json():
+    with pytest.raises(ConfigError, match="not an AIPerf profile export"):
+        import_aiperf(VLLM / "benchmaq_vllm-bench-serve_glm47-fp8_b200_tp8_in8192_out128_c100.json")

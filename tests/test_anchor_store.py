@@ -1,0 +1,340 @@
+"""Regime distance, the store and coverage (behaviour.md section 1)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import attrs
+import pytest
+
+from inferasim.anchors import (
+    AnchorRecord,
+    AnchorStore,
+    Measurements,
+    Provenance,
+    Regime,
+    Target,
+    Workload,
+    read_anchor_file,
+    settle,
+    write_anchor_file,
+)
+from inferasim.anchors.record import derive_decode_step
+from inferasim.config.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def make(anchor_id: str = "a", *, isl: int = 1024, osl: int = 1024, conc: int | None = 8,
+         image: str | None = None, engine_version: str | None = None, server_args=None,
+         ttft: float | None = 0.1, **regime) -> AnchorRecord:
+    base = {"model": "deepseek-r1", "engine": "sglang", "gpu": "mi355x", "weight_dtype": "fp8",
+            "spec_method": "none", "tp": 8, "ep": 1, "dp_attention": 1}
+    base.update(regime)
+    return AnchorRecord(
+        id=anchor_id,
+        provenance=Provenance(source="test", image=image, engine_version=engine_version),
+        regime=Regime(**base),
+        workload=Workload(isl=isl, osl=osl, concurrency=conc),
+        measurements=Measurements(ttft_median_s=ttft, tpot_mean_s=0.01, itl_median_s=0.0101),
+        server_args=server_args or {})
+
+
+def target(**kw) -> Target:
+    base = {"model": "deepseek-r1", "engine": "sglang", "gpu": "mi355x", "gpu_isa": "gfx950",
+            "weight_dtypes": ("fp8",), "kv_dtype": "bf16", "spec_method": "none", "tp": 8,
+            "ep": 1, "dp_attention": 1, "dcp": 1, "isl": 1024, "batch": 8}
+    base.update(kw)
+    return Target(**base)
+
+
+def refused_axes(result) -> dict[str, tuple[str, ...]]:
+    return {r.anchor.id: r.axes for r in result.refused}
+
+
+# ---------------------------------------------------------------- GPU part
+
+
+def test_mxfp4_mi355x_anchor_refused_for_mi325x_target():
+    store = AnchorStore([make("mxfp4-mi355x", weight_dtype="mxfp4")])
+    result = store.for_target(target(gpu="mi325x", gpu_isa="gfx942", weight_dtypes=("mxfp4",)))
+    assert not result.usable
+    (refusal,) = result.refused
+    assert refusal.axes == ("gpu",)
+    assert refusal.reason == "gpu: anchor mi355x != target mi325x"
+    assert "no usable anchor" in result.notes[0]
+
+
+def test_mxfp4_on_amd_with_no_part_is_stamped_gfx950_and_refused_for_gfx942():
+    anchor = settle(make("mxfp4-amd", gpu=None, weight_dtype="mxfp4",
+                         image="lmsysorg/sglang:v0.5.12-rocm700"))
+    assert anchor.regime.gpu is None and anchor.regime.gpu_isa == "gfx950"
+    assert any("gfx950" in n for n in anchor.provenance.notes)
+    result = AnchorStore([anchor]).for_target(
+        target(gpu="mi325x", gpu_isa="gfx942", weight_dtypes=("mxfp4",)))
+    assert refused_axes(result) == {"mxfp4-amd": ("gpu_isa",)}
+    ok = AnchorStore([anchor]).for_target(target(weight_dtypes=("mxfp4",)))
+    assert [r.id for r in ok.usable] == ["mxfp4-amd"]
+
+
+def test_unknown_part_without_an_argument_stays_unknown():
+    anchor = settle(make("fp8-unknown", gpu=None, weight_dtype="fp8"))
+    assert anchor.regime.gpu is None and anchor.regime.gpu_isa is None
+    result = AnchorStore([anchor]).for_target(target(gpu="mi325x", gpu_isa="gfx942"))
+    assert [r.id for r in result.usable] == ["fp8-unknown"]
+    assert {"gpu", "gpu_isa"} <= set(result.skipped_axes["fp8-unknown"])
+
+
+def test_shipped_mxfp4_anchors_refused_for_mi325x_scenario():
+    from inferasim.config.loader import load_scenario
+
+    scenario = load_scenario(REPO / "scenarios/inferencemax/dsr1-mi355x-sglang-mxfp4-tp8.yaml",
+                             ["gpu.name=mi325x"])
+    result = AnchorStore.load(REPO / "anchors").for_target(scenario)
+    mxfp4_mi355x = [r for r in result.refused if r.anchor.regime.weight_dtype == "mxfp4"
+                    and r.anchor.regime.gpu == "mi355x" and r.anchor.regime.engine == "sglang"]
+    assert mxfp4_mi355x and all("gpu" in r.axes for r in mxfp4_mi355x)
+    assert not any(r.regime.gpu == "mi355x" for r in result.usable)
+
+
+# ---------------------------------------------------------------- engine, kernels, dtypes
+
+
+def test_sglang_and_mori_sglang_anchors_are_not_shared():
+    store = AnchorStore([make("sgl", engine="sglang"), make("mori", engine="mori-sglang")])
+    for_sglang = store.for_target(target(engine="sglang"))
+    assert [r.id for r in for_sglang.usable] == ["sgl"]
+    assert refused_axes(for_sglang) == {"mori": ("engine",)}
+    for_mori = store.for_target(target(engine="mori-sglang"))
+    assert [r.id for r in for_mori.usable] == ["mori"]
+    assert str(for_mori.refused[0].mismatches[0]) == "engine: anchor sglang != target mori-sglang"
+
+
+def test_engines_inferasim_does_not_model_are_refused():
+    store = AnchorStore([make("trt", engine="trt"), make("dyn", engine="dynamo-sglang")])
+    result = store.for_target(target())
+    assert set(refused_axes(result).values()) == {("engine",)}
+
+
+@pytest.mark.parametrize("anchor_flag", ["ROCM_AITER_MLA", "ROCM_AITER_UNIFIED_ATTN", "aiter",
+                                         "ROCM_AITER_DSV4"])
+@pytest.mark.parametrize("target_flag", ["aiter", "ROCM_AITER_MLA", "rocm_aiter_unified_attn"])
+def test_aiter_spellings_match_each_other(anchor_flag, target_flag):
+    from inferasim.anchors.normalise import kernel_family
+
+    store = AnchorStore([make("x", attention_backend=anchor_flag)])
+    result = store.for_target(target(kernel_family=kernel_family(target_flag)))
+    assert [r.id for r in result.usable] == ["x"]
+
+
+def test_other_kernel_families_refuse_aiter():
+    store = AnchorStore([make("x", attention_backend="TRITON_MLA")])
+    result = store.for_target(target(kernel_family="aiter"))
+    assert refused_axes(result) == {"x": ("kernel_family",)}
+    assert "triton-mla" in result.refused[0].reason
+
+
+def test_quark_anchor_not_refused_for_the_checkpoints_own_fp4_target():
+    quark_args = make("quark-args", weight_dtype=None, server_args={"quantization": "quark"})
+    quark_field = make("quark-field", weight_dtype="quark")
+    store = AnchorStore([quark_args, quark_field])
+    assert all(r.regime.weight_dtype is None for r in store)
+    result = store.for_target(target(weight_dtypes=("mxfp4",)))
+    assert sorted(r.id for r in result.usable) == ["quark-args", "quark-field"]
+    assert "weight_dtype" in result.skipped_axes["quark-field"]
+
+
+def test_fp4_family_matches_checkpoint_fp4_target_but_not_fp8():
+    store = AnchorStore([make("fp4", gpu=None, weight_dtype="fp4")])
+    assert store.for_target(target(gpu="b200", gpu_isa="sm100",
+                                   weight_dtypes=("nvfp4",))).usable
+    assert refused_axes(store.for_target(target(weight_dtypes=("fp8",)))) == {
+        "fp4": ("weight_dtype",)}
+
+
+def test_expert_dtype_counts_as_the_checkpoints_dtype():
+    store = AnchorStore([make("int4", weight_dtype="int4")])
+    assert store.for_target(target(weight_dtypes=("bf16", "int4"))).usable
+
+
+def test_unknown_axes_are_skipped_never_matched_as_wrong():
+    bare = AnchorRecord(id="bare", provenance=Provenance(source="test"), regime=Regime(),
+                        workload=Workload(isl=1024, osl=128, concurrency=4),
+                        measurements=Measurements(itl_median_s=0.01))
+    result = AnchorStore([bare]).for_target(target(kernel_family="aiter", dcp=2))
+    assert [r.id for r in result.usable] == ["bare"]
+    assert set(result.skipped_axes["bare"]) >= {"model", "engine", "gpu", "gpu_isa",
+                                                 "kernel_family", "weight_dtype", "kv_dtype",
+                                                 "speculative", "tp", "ep", "dp_attention", "dcp"}
+
+
+def test_speculative_method_and_width_are_regime_axes():
+    store = AnchorStore([make("mtp3", spec_method="mtp", draft_tokens=3),
+                         make("mtp?", spec_method="mtp"), make("plain")])
+    result = store.for_target(target(spec_method="mtp", draft_tokens=1))
+    assert [r.id for r in result.usable] == ["mtp?"]
+    assert refused_axes(result) == {"mtp3": ("speculative",), "plain": ("speculative",)}
+    assert "anchor mtp+3 != target mtp+1" in dict(
+        (r.anchor.id, r.reason) for r in result.refused)["mtp3"]
+
+
+def test_parallel_axes_and_dpa_from_server_args():
+    anchor = make("dpa-args", dp_attention=None,
+                  server_args={"tp_size": 8, "dp_size": 8, "enable_dp_attention": True})
+    store = AnchorStore([anchor])
+    assert store.get("dpa-args").regime.dp_attention == 8
+    assert refused_axes(store.for_target(target())) == {"dpa-args": ("dp_attention",)}
+    assert store.for_target(target(dp_attention=8)).usable
+
+
+# ---------------------------------------------------------------- build
+
+
+def test_build_preference_and_crossing():
+    new = "lmsysorg/sglang:v0.5.12-rocm700-mi35x"
+    old = "lmsysorg/sglang:v0.5.9-rocm700-mi35x"
+    store = AnchorStore([make("new", image=new, conc=4), make("old", image=old, conc=64),
+                         make("unrecorded", conc=32)])
+    same = store.for_target(target(build="v0.5.12-rocm700-mi35x"))
+    assert [r.id for r in same.usable] == ["new"]
+    assert sorted(r.id for r in same.set_aside) == ["old", "unrecorded"]
+    assert not same.crossed_build
+    crossed = store.for_target(target(build="0.5.10"))
+    assert crossed.crossed_build
+    assert sorted(r.id for r in crossed.usable) == ["new", "old", "unrecorded"]
+    assert "no anchor of build 0.5.10" in crossed.build_note
+    assert crossed.build_note in crossed.notes
+    anything = store.for_target(target(build=""))
+    assert not anything.crossed_build and len(anything.usable) == 3
+
+
+# ---------------------------------------------------------------- coverage
+
+
+def test_prefill_probe_too_short_is_refused_for_prefill_only():
+    store = AnchorStore([make(f"c{c}", conc=c) for c in (1, 4, 8)])
+    result = store.for_target(target(isl=1024))
+    assert len(result.usable) == 3  # decode stays calibrated
+    assert not result.prefill_calibrated
+    assert "1 distinct ISL" in result.prefill_note and "analytic" in result.prefill_note
+
+
+def test_prefill_probe_that_stops_far_below_the_target_isl_is_refused():
+    store = AnchorStore([make(f"isl{i}", isl=i, conc=1) for i in (128, 512, 1024)])
+    assert store.for_target(target(isl=2048)).prefill_calibrated
+    far = store.for_target(target(isl=32768))
+    assert not far.prefill_calibrated and "32768" in far.prefill_note
+    assert len(far.usable) == 3
+
+
+def test_decode_sweep_short_of_the_batch_is_warned_without_direction():
+    store = AnchorStore([make(f"c{c}", conc=c) for c in (4, 8, 16)])
+    assert not store.for_target(target(batch=16)).warnings
+    result = store.for_target(target(batch=256))
+    (warning,) = result.warnings
+    assert "16" in warning and "256" in warning
+    direction = re.compile(r"\b(under|over|optimistic|pessimistic|faster|slower|cheaper|"
+                           r"higher|lower|more expensive|less|too)\w*", re.I)
+    assert not direction.search(warning), warning
+
+
+# ---------------------------------------------------------------- decode step, files, frame
+
+
+def test_decode_step_reads_tpot_when_the_stream_coalesces():
+    plain = Measurements(tpot_mean_s=0.010, itl_median_s=0.0101)
+    assert derive_decode_step(plain) == (0.0101, "median_itl")
+    coalesced = Measurements(tpot_mean_s=0.010, itl_median_s=0.016)
+    step, basis = derive_decode_step(coalesced)
+    assert step == 0.010 and basis.startswith("mean_tpot") and "1.5x" in basis
+    at_threshold = Measurements(tpot_mean_s=0.010, itl_median_s=0.015)
+    assert derive_decode_step(at_threshold)[1] == "median_itl"
+    spec = Measurements(tpot_mean_s=0.010, itl_median_s=0.012)
+    assert derive_decode_step(spec, "mtp")[0] == 0.010
+    assert derive_decode_step(Measurements(tpot_median_s=0.02))[0] == 0.02
+    assert derive_decode_step(Measurements()) == (None, None)
+
+
+def test_file_round_trip_and_atomic_write(tmp_path):
+    records = [settle(make("a", image="lmsysorg/sglang:v0.5.12-rocm700-mi35x")), make("b")]
+    path = write_anchor_file(tmp_path / "x.json", records, generated_by="test")
+    data = json.loads(path.read_text())
+    assert data["schema_version"] == 1 and data["anchors"][0]["derived"]["decode_step_s"]
+    back = read_anchor_file(path)
+    assert [r.id for r in back] == ["a", "b"] and back[0] == records[0]
+    yaml_path = write_anchor_file(tmp_path / "x.yaml", records)
+    assert read_anchor_file(yaml_path) == back
+    before = path.read_text()
+    with pytest.raises(ConfigError, match="duplicate anchor id"):
+        write_anchor_file(path, [records[0], records[0]])
+    assert path.read_text() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.json", "x.yaml"]
+
+
+def test_bad_anchor_files_name_file_and_key(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"schema_version": 1, "anchors": [
+        {"id": "x", "provenance": {"source": "t"}, "regime": {"tp": "eight"},
+         "workload": {"isl": 1, "osl": 1}, "measurements": {}}]}))
+    with pytest.raises(ConfigError, match=r"bad.json: anchors\[0\].regime.tp: expected an integer"):
+        read_anchor_file(bad)
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"schema_version": 99, "anchors": []}))
+    with pytest.raises(ConfigError, match="schema_version 99"):
+        AnchorStore.load(old)
+    dup = tmp_path / "dup"
+    dup.mkdir()
+    write_anchor_file(dup / "one.json", [make("a")])
+    write_anchor_file(dup / "two.json", [make("a")])
+    with pytest.raises(ConfigError, match="duplicate anchor id 'a'"):
+        AnchorStore.load(dup)
+    with pytest.raises(ConfigError, match="did you mean 'imax-c8'"):
+        AnchorStore([make("imax-c8")]).get("imax-c9")
+
+
+def test_frame_for_the_oracle():
+    store = AnchorStore([make("c8", conc=8), make("c4", conc=4, server_args={})])
+    result = store.for_target(target())
+    frame = store.frame(result)
+    assert list(frame["id"]) == ["c4", "c8"]
+    for column in ("isl", "osl", "concurrency", "decode_step_s", "ttft_s", "tput_per_gpu_total"):
+        assert column in frame.columns
+    assert frame["decode_step_s"].tolist() == [0.0101, 0.0101]
+    assert result.frame().equals(frame)
+    assert store.frame([]).empty
+
+
+def test_shipped_anchor_files_are_small_and_load():
+    files = [p for p in (REPO / "anchors").rglob("*") if p.suffix in (".json", ".yaml", ".yml")]
+    assert files and sum(p.stat().st_size for p in files) < 2_000_000
+    store = AnchorStore.load(REPO / "anchors")
+    assert len(store) >= 100
+    for record in store:
+        assert record.provenance.run_url and record.provenance.date
+        assert record.regime.model == "deepseek-r1"
+    imaged = [r for r in store if r.provenance.image]
+    assert imaged and all(r.provenance.engine_version for r in imaged)
+    assert attrs.asdict(store.records[0].regime)["engine"]
+
+
+def test_settle_is_idempotent_and_hand_written_spellings_normalise(tmp_path):
+    path = tmp_path / "hand.yaml"
+    path.write_text(
+        "schema_version: 1\n"
+        "anchors:\n"
+        "  - id: hand\n"
+        "    provenance: {source: manual, image: 'rocm/atom:rocm7.2.3_ubuntu24.04_atom20260511'}\n"
+        "    regime: {model: deepseek-ai/DeepSeek-R1-0528, engine: ATOM, gpu: MI355X,\n"
+        "             weight_dtype: quark, kv_dtype: fp8_e4m3, spec_method: NEXTN, tp: 8}\n"
+        "    workload: {isl: 1024, osl: 1024, concurrency: 4}\n"
+        "    measurements: {tpot_mean_s: 0.01, itl_median_s: 0.0102}\n")
+    (record,) = read_anchor_file(path)
+    reg = record.regime
+    assert (reg.model, reg.engine, reg.gpu, reg.gpu_isa) == ("deepseek-r1", "atom", "mi355x",
+                                                             "gfx950")
+    assert (reg.weight_dtype, reg.kv_dtype, reg.spec_method, reg.kernel_family) == (
+        None, "fp8", "mtp", "aiter")
+    assert record.provenance.engine_version == "20260511"
+    assert settle(record) is record
