@@ -28,11 +28,12 @@ def expected_advance(draft_tokens: int, acceptance: float) -> float:
 
 
 class EngineStats:
-    __slots__ = ("steps", "prefill_steps", "decode_steps", "macro_steps", "preemptions",
-                 "busy_s", "occupancy")
+    __slots__ = ("steps", "prefill_steps", "decode_steps", "mixed_steps", "macro_steps",
+                 "preemptions", "busy_s", "occupancy")
 
     def __init__(self) -> None:
         self.steps = self.prefill_steps = self.decode_steps = self.macro_steps = 0
+        self.mixed_steps = 0  # steps holding both prefill chunks and decodes
         self.preemptions = 0
         self.busy_s = 0.0
         # (time, tokens used by running requests and cache, tokens cached) samples
@@ -173,6 +174,8 @@ class EngineInstance:
         yield self.env.timeout(cost.seconds)
         self.stats.steps += 1
         self.stats.busy_s += cost.seconds
+        if step.prefills and step.decodes:
+            self.stats.mixed_steps += 1
         if step.prefills:
             self.stats.prefill_steps += 1
         else:

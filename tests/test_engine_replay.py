@@ -1,0 +1,162 @@
+"""Replay behaviour of one engine instance (behaviour.md section 4), one test per failure it prevents."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import simpy
+
+from inferasim.config.loader import load_scenario
+from inferasim.cost.oracle import AnalyticOracle
+from inferasim.report.run_report import replay_summary
+from inferasim.serve.clients import RequestLog
+from inferasim.serve.engine import EngineInstance
+from inferasim.serve.kv_manager import KVManager
+from inferasim.serve.simulation import simulate
+from inferasim.workload.keys import session_base, stream_keys
+from inferasim.workload.request import RequestSpec
+
+SHARED = -np.arange(1, 101, dtype=np.int64)  # a 1,600-token shared prefix in 16-token blocks
+
+
+def scenario(*overrides):
+    return load_scenario(None, ["workload.duration_s=60", "workload.concurrency=4",
+                                "sim.exact_steps=true", *overrides])
+
+
+def rig(*overrides, pool=None):
+    sc = scenario(*overrides)
+    env = simpy.Environment()
+    kv = KVManager(pool or 200_000, sc.engine.page_size, 16, sc.engine.eviction_policy,
+                   sc.engine.prefix_caching)
+    eng = EngineInstance(env, sc, AnalyticOracle(sc), kv)
+    return env, eng, kv, RequestLog(env)
+
+
+def spec(sid: int, prompt: int, out: int = 8, shared=SHARED) -> RequestSpec:
+    keys = stream_keys(shared, session_base(sid), prompt // 16)
+    return RequestSpec(prompt, out, keys, 16, None, sid, 0)
+
+
+def test_shared_prefix_reserved_once():
+    env, eng, kv, log = rig()
+    first = log.new(spec(0, 2000))
+    eng.submit(first)
+    env.run(until=5)  # first is done: its prompt is cached
+    assert first.finish < 5
+    others = [log.new(spec(i, 2000)) for i in range(1, 5)]
+    for r in others:
+        eng.submit(r)
+    env.step()  # let the engine wake
+    while not any(r.admitted == r.admitted for r in others):
+        env.step()
+    for r in others:
+        if r.admitted == r.admitted:
+            # the cached 1,600-token prefix is not charged again: only the tail is private
+            assert r.cached_first == 1600
+            assert r.private <= kv.pages(2000 - 1600)
+    env.run()
+    kv.pool.check()
+
+
+def test_one_allocation_pool_and_cache_share_capacity():
+    env, eng, kv, log = rig(pool=20_000)
+    for i in range(12):
+        eng.submit(log.new(spec(i, 3000, out=50)))
+    for _ in range(400):
+        if not env._queue:
+            break
+        env.step()
+        pool = kv.pool
+        assert pool.free + pool.tree + pool.private == pool.capacity
+        assert pool.free >= 0 and pool.private >= 0
+        assert kv.cache.cached_tokens == pool.tree
+    env.run()
+    assert all(np.isfinite(r.finish) for r in log.requests)
+
+
+def test_admission_by_prefix_not_by_age():
+    for policy, expect_first in (("lpm", 2), ("fcfs", 1)):
+        env, eng, kv, log = rig(f"engine.queue_policy={policy}", "engine.max_num_seqs=1")
+        warm = log.new(spec(0, 3000, out=200))
+        eng.submit(warm)
+        env.run(until=0.5)  # warm is decoding; its prompt is cached
+        cold = log.new(spec(1, 3000, out=4, shared=np.zeros(0, np.int64)))
+        hot = log.new(spec(0, 3000, out=4))  # same stream as warm: full prefix hit
+        eng.submit(cold)
+        eng.submit(hot)
+        env.run()
+        order = sorted([cold, hot], key=lambda r: r.admitted)
+        assert order[0] is (hot if expect_first == 2 else cold), policy
+
+
+def test_report_window_honoured():
+    sc = load_scenario(None, ["workload.duration_s=40", "workload.warmup_s=20",
+                              "workload.concurrency=4"])
+    result = simulate(sc)
+    frame, summary = replay_summary(result)
+    inwin = frame[(frame.arrival_s >= 20) & (frame.arrival_s < 60)]
+    assert summary["requests_sent"] == len(inwin)
+    assert summary["requests_sent"] < len(frame)  # warm-up requests exist and are excluded
+    assert frame.arrival_s.max() < 60
+
+
+def test_prefill_exclusive_vs_unified():
+    vllm = simulate(scenario("engine.name=vllm", "workload.concurrency=8"))
+    sglang = simulate(scenario("engine.name=sglang", "workload.concurrency=8"))
+    assert vllm.engines[0].stats.mixed_steps > 0
+    assert sglang.engines[0].stats.mixed_steps == 0
+    assert sglang.engines[0].stats.prefill_steps > 0
+
+
+def test_think_time_keeps_fewer_than_n_in_flight():
+    sc = load_scenario(None, ["workload.duration_s=300", "workload.concurrency=16"])
+    result = simulate(sc)
+    frame, _ = replay_summary(result)
+    busy = (frame.finish_s - frame.arrival_s).sum()
+    mean_in_flight = busy / (frame.finish_s.max() - frame.arrival_s.min())
+    assert mean_in_flight < 0.8 * 16
+
+
+def test_small_pool_preempts_and_counts():
+    sc = scenario("engine.kv_pool_tokens=12000", "workload.concurrency=8",
+                  "workload.synthetic.first_prompt_tokens_median=2500",
+                  "workload.synthetic.output_tokens_median=2000")
+    result = simulate(sc)
+    _, summary = replay_summary(result)
+    assert summary["kv_pool_tokens"] == 12000
+    assert summary["preemptions"] > 0
+    assert summary["requests_completed"] > 0
+
+
+def test_max_num_seqs_caps_the_batch():
+    sc = scenario("engine.max_num_seqs=2", "workload.concurrency=8")
+    env = simpy.Environment()
+    oracle = AnalyticOracle(sc)
+    seen = []
+    real = oracle.step
+
+    def spy(batch):
+        seen.append(batch.n_decode + batch.prefill_tokens.size)
+        return real(batch)
+
+    oracle.step = spy
+    simulate(sc, oracle=oracle)
+    assert max(seen) <= 2
+    del env
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_macro_steps_equal_exact_steps(engine):
+    common = ["workload.duration_s=120", "workload.concurrency=12", f"engine.name={engine}",
+              "engine.kv_pool_tokens=60000"]
+    exact = simulate(load_scenario(None, [*common, "sim.exact_steps=true"]))
+    macro = simulate(load_scenario(None, common))
+    fa, _ = replay_summary(exact)
+    fb, _ = replay_summary(macro)
+    assert macro.engines[0].stats.macro_steps > 0
+    assert len(fa) == len(fb)
+    for col in ("arrival_s", "admitted_s", "first_token_s", "finish_s"):
+        np.testing.assert_allclose(fb[col], fa[col], rtol=1e-9)
+    np.testing.assert_array_equal(fb.cached_tokens, fa.cached_tokens)
+    np.testing.assert_array_equal(fb.preemptions, fa.preemptions)
