@@ -27,13 +27,21 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from inferasim.cli import anchors_cmd, describe_cmd, knobs_cmd, price_cmd, run_cmd
+    from inferasim.cli import (
+        anchors_cmd,
+        describe_cmd,
+        knobs_cmd,
+        price_cmd,
+        run_cmd,
+        trace_cmd,
+    )
 
     cli.add_command(run_cmd.run)
     cli.add_command(describe_cmd.describe)
     cli.add_command(knobs_cmd.knobs)
     cli.add_command(price_cmd.price)
     cli.add_command(anchors_cmd.anchors)
+    cli.add_command(trace_cmd.trace)
 
 
 _register()

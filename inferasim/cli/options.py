@@ -11,11 +11,15 @@ SCENARIO_FLAG_KEYS = {
     "max_num_seqs": "engine.max_num_seqs",
     "workload_resident_tokens": "workload.resident_tokens",
     "exact_steps": "sim.exact_steps",
+    "des_client_idle_cap_ms": "workload.idle_cap_ms",
 }
 
 
 def scenario_options(func):
     """SCENARIO argument, --set overrides and the scenario-key shortcuts."""
+    func = click.option("--des-client-idle-cap-ms", type=float, default=None,
+                        help="Cap on a lane's idle gap while nothing of it is in flight, ms "
+                             "(workload.idle_cap_ms; negative = uncapped).")(func)
     func = click.option("--exact-steps", is_flag=True, default=None,
                         help="Simulate every engine step (the reference mode).")(func)
     func = click.option("--workload-resident-tokens", type=int, default=None,

@@ -121,8 +121,9 @@ class WorkloadSpec:
     isl: int = 1024
     osl: int = 1024
     concurrency: int = 8
-    # Seconds of arrivals after the warm-up; None = 600 s for generated workloads, the whole
-    # trace for recorded ones.
+    # Seconds of arrivals after the warm-up; None = 600 s for generated workloads, 1800 s for
+    # agentic lanes (agentx, sessions: the harness's --benchmark-duration), the whole trace
+    # for other recorded ones.
     duration_s: float | None = None
     warmup_s: float = 0.0
     seed: int = 42
@@ -135,6 +136,22 @@ class WorkloadSpec:
     resident_tokens: int | None = None
     # Mooncake: replay implicit follow-up turns as closed-loop sessions instead of at their stamps.
     mooncake_sessions: bool = False
+    # Agentic lanes (formats agentx and sessions; docs/agentic.md). Which tree a lane draws
+    # next: file order, a seeded permutation per pass, or uniform with replacement.
+    sampler: str = attrs.field(default="sequential",
+                               metadata=choices("sequential", "shuffle", "random"))
+    # A lane's first tree starts at a uniform point of this span of its root stream (the turn
+    # before it is sent as warm-up); 0 and 0 start at turn 0. Published AgentX runs: 0.25-0.75.
+    start_min_ratio: float = 0.25
+    start_max_ratio: float = 0.75
+    # Delay before a turn: the recorded end-to-start gap, or the recorded think time.
+    timing: str = attrs.field(default="end-to-start",
+                              metadata=choices("end-to-start", "think-time"))
+    # Idle guard: while nothing of a lane is in flight its timers run at most this long
+    # (seconds; null = uncapped). idle_cap_ms, when set, overrides it (the CLI's
+    # --des-client-idle-cap-ms; negative = uncapped).
+    idle_cap_s: float | None = 10.0
+    idle_cap_ms: float | None = None
     synthetic: SyntheticSpec = attrs.field(factory=SyntheticSpec)
 
 

@@ -32,8 +32,8 @@ def _admit(eng: EngineInstance, step: Step, now: float, budget: int, one_chunk: 
     """Admit waiting requests in policy order while the budget, sequence limit and memory allow.
 
     Head-of-line: the first request that does not fit stops admission (all three engines)."""
-    if not eng.waiting:
-        return budget
+    if not eng.waiting or budget <= 0 or len(eng.running) >= eng.max_num_seqs:
+        return budget  # ordering the queue is the costly part: skip it when nothing can enter
     for req in eng.queue_order():
         if budget <= 0 or len(eng.running) >= eng.max_num_seqs:
             break
@@ -54,6 +54,8 @@ def _decode_room(eng: EngineInstance, step: Step, req: LiveRequest, now: float,
 
     Returns False when ``req`` itself was the victim."""
     width = eng.width
+    if req.context + width <= req.tree_tokens + req.private:
+        return True  # the request's pages already hold the next tokens
     while not eng.kv.grow(req, req.context + width):
         victim = eng.preempt_one(now)
         preempted.add(victim.rid)

@@ -82,7 +82,7 @@ def workload_source(scenario: Scenario, rng: np.random.Generator) -> WorkloadSou
         from inferasim.workload.mooncake import mooncake_source
 
         return mooncake_source(scenario, rng)
-    if fmt == "agentx":
+    if fmt in ("agentx", "sessions"):
         from inferasim.workload.agentx import agentx_source
 
         return agentx_source(scenario, rng)

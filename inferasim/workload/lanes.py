@@ -1,0 +1,583 @@
+"""Agentic session trees and the lane driver that replays them the way the harness does.
+
+Data layout (:class:`TreeCorpus`): every loader (``agentx``, ``sessions``) produces the same
+flat numpy arrays, so a corpus of 49 k requests and 94 M block ids fits in tens of MB and
+caches as one ``.npz``:
+
+* **keys** are stored as *segments*. Within one stream (the root conversation or one
+  subagent) a request almost always extends the previous one block for block, so a stream
+  is cut into segments: a request whose keys extend the segment's keys so far appends only
+  its new tail; a request whose keys are a prefix of the segment reuses it; anything else
+  (a compaction, a rewritten context) opens a new segment. A request's keys are
+  ``keys[seg_start[seg] : seg_start[seg] + nkeys]`` -- 8.3 M stored ids for the AgentX
+  corpus's 94 M. Keys are *local* ids (``0 <= id < 2**32``), namespaced per tree instance
+  at replay time.
+* **turns** (one row per request): tree, stream, prompt/output tokens, recorded think time,
+  recorded end-to-start gap, recorded server time, recorded start, segment, key count.
+* **streams**: tree, first turn, turn count, the turn that spawns it (``parent``; -1 for a
+  tree's root stream) and the turn that joins it (``join``; -1 = background).
+* **trees**: first stream / first turn and counts, block size, id.
+
+Lanes (:class:`LaneDriver`): ``workload.concurrency`` lanes, each holding one tree until
+the whole tree (root and every subagent, background ones included) has drained, then
+drawing the next from the sampler. Rules (docs/agentic.md):
+
+* a turn waits for the previous turn of its stream and for every stream it joins, then its
+  delay (recorded end-to-start gap, or recorded think time), then -- if its prompt extends
+  a request of the lane that is still pending -- for that request;
+* a stream starts when its parent turn completes (after its own first gap);
+* the lane's idle guard: while nothing of the lane is in flight, a timer is pulled forward
+  to at most ``idle_cap`` from the moment the lane went idle;
+* a lane's first tree starts at a random point of its root stream, the turn before it sent
+  as warm-up; recycled lanes start at turn 0; every tree instance gets its own key namespace;
+* nothing is issued at or after the horizon; what is in flight drains.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import simpy
+
+from inferasim.workload.keys import session_base
+from inferasim.workload.request import Arrival, RequestSpec, Session
+
+CORPUS_VERSION = 1
+LOCAL_KEY_LIMIT = 1 << 32
+
+SAMPLERS = ("sequential", "shuffle", "random")
+TIMINGS = ("end-to-start", "think-time")
+
+
+# ---------------------------------------------------------------------------------------
+# The corpus
+# ---------------------------------------------------------------------------------------
+class TreeCorpus:
+    """Session trees in flat numpy arrays (see the module docstring)."""
+
+    TURN_FIELDS = ("turn_tree", "turn_stream", "prompt", "output", "think", "gap", "api",
+                   "t", "seg", "nkeys")
+    STREAM_FIELDS = ("stream_tree", "stream_first", "stream_n", "parent", "join")
+    TREE_FIELDS = ("tree_stream", "tree_nstreams", "tree_turn", "tree_nturns", "tree_block")
+
+    def __init__(self, arrays: dict[str, np.ndarray], ids: list[str], meta: dict | None = None):
+        for name in (*self.TURN_FIELDS, *self.STREAM_FIELDS, *self.TREE_FIELDS, "keys",
+                     "seg_start"):
+            setattr(self, name, arrays[name])
+        self.ids = list(ids)
+        self.meta = dict(meta or {})
+
+    # -- sizes ------------------------------------------------------------------------
+    @property
+    def n_trees(self) -> int:
+        return int(self.tree_stream.size)
+
+    @property
+    def n_turns(self) -> int:
+        return int(self.prompt.size)
+
+    @property
+    def n_streams(self) -> int:
+        return int(self.stream_tree.size)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        names = (*self.TURN_FIELDS, *self.STREAM_FIELDS, *self.TREE_FIELDS, "keys", "seg_start")
+        return {name: getattr(self, name) for name in names}
+
+    # -- keys -------------------------------------------------------------------------
+    def turn_keys(self, turn: int) -> np.ndarray:
+        """The local key ids of one request (a view into the segment store)."""
+        start = int(self.seg_start[self.seg[turn]])
+        return self.keys[start:start + int(self.nkeys[turn])]
+
+    def tree_turns(self, tree: int) -> range:
+        first = int(self.tree_turn[tree])
+        return range(first, first + int(self.tree_nturns[tree]))
+
+    def tree_streams(self, tree: int) -> range:
+        first = int(self.tree_stream[tree])
+        return range(first, first + int(self.tree_nstreams[tree]))
+
+    def peak_context(self) -> np.ndarray:
+        """Per tree: the largest prompt + output of any of its requests."""
+        peak = self.prompt + self.output
+        out = np.zeros(self.n_trees, dtype=np.int64)
+        np.maximum.at(out, self.turn_tree, peak)
+        return out
+
+    # -- persistence ------------------------------------------------------------------
+    def save(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp.npz")
+        np.savez(tmp, ids=np.array(self.ids, dtype=str),
+                 version=np.array([CORPUS_VERSION]),
+                 meta_keys=np.array(list(self.meta), dtype=str),
+                 meta_values=np.array([float(v) for v in self.meta.values()]),
+                 **self.arrays())
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, path: Path) -> TreeCorpus | None:
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                if int(data["version"][0]) != CORPUS_VERSION:
+                    return None
+                arrays = {k: data[k] for k in data.files}
+        except (OSError, KeyError, ValueError):
+            return None
+        meta = dict(zip(arrays["meta_keys"].tolist(), arrays["meta_values"].tolist(),
+                        strict=True))
+        return cls(arrays, arrays["ids"].tolist(), meta)
+
+    # -- selection --------------------------------------------------------------------
+    def subset(self, trees: np.ndarray) -> TreeCorpus:
+        """A corpus of the given trees (in that order), keys re-packed."""
+        b = CorpusBuilder()
+        for tree in np.asarray(trees, dtype=np.int64):
+            b.copy_tree(self, int(tree))
+        out = b.build()
+        out.meta = dict(self.meta)
+        return out
+
+
+class CorpusBuilder:
+    """Accumulates trees stream by stream, cutting each stream's keys into segments."""
+
+    def __init__(self) -> None:
+        self.cols: dict[str, list] = {name: [] for name in
+                                      (*TreeCorpus.TURN_FIELDS, *TreeCorpus.STREAM_FIELDS,
+                                       *TreeCorpus.TREE_FIELDS)}
+        self.key_chunks: list[np.ndarray] = []
+        self.n_keys = 0
+        self.seg_start: list[int] = []
+        self.ids: list[str] = []
+        self._seg = -1
+        self._seg_keys: np.ndarray | None = None
+        self._tree = -1
+        self._stream = -1
+
+    # -- trees and streams ------------------------------------------------------------
+    def begin_tree(self, tree_id: str, block_tokens: int) -> int:
+        c = self.cols
+        self._tree = len(self.ids)
+        self.ids.append(str(tree_id))
+        c["tree_stream"].append(len(c["stream_tree"]))
+        c["tree_nstreams"].append(0)
+        c["tree_turn"].append(len(c["prompt"]))
+        c["tree_nturns"].append(0)
+        c["tree_block"].append(int(block_tokens))
+        return self._tree
+
+    def begin_stream(self, parent: int = -1, join: int = -1) -> int:
+        """Open a stream of the current tree; ``parent``/``join`` are global turn indices."""
+        c = self.cols
+        self._stream = len(c["stream_tree"])
+        c["stream_tree"].append(self._tree)
+        c["stream_first"].append(len(c["prompt"]))
+        c["stream_n"].append(0)
+        c["parent"].append(int(parent))
+        c["join"].append(int(join))
+        c["tree_nstreams"][self._tree] += 1
+        self._seg_keys = None
+        return self._stream
+
+    def set_join(self, stream: int, turn: int) -> None:
+        self.cols["join"][stream] = int(turn)
+
+    def add_turn(self, prompt: int, output: int, keys: np.ndarray, *, think: float = 0.0,
+                 gap: float = 0.0, api: float = math.nan, t: float = math.nan) -> int:
+        c = self.cols
+        turn = len(c["prompt"])
+        keys = np.asarray(keys, dtype=np.int64)
+        seg, nkeys = self._place_keys(keys)
+        c["turn_tree"].append(self._tree)
+        c["turn_stream"].append(self._stream)
+        c["prompt"].append(int(prompt))
+        c["output"].append(int(output))
+        c["think"].append(float(think))
+        c["gap"].append(float(gap))
+        c["api"].append(float(api))
+        c["t"].append(float(t))
+        c["seg"].append(seg)
+        c["nkeys"].append(nkeys)
+        c["stream_n"][self._stream] += 1
+        c["tree_nturns"][self._tree] += 1
+        return turn
+
+    def _place_keys(self, keys: np.ndarray) -> tuple[int, int]:
+        n = int(keys.size)
+        if n and (int(keys.min()) < 0 or int(keys.max()) >= LOCAL_KEY_LIMIT):
+            raise ValueError(f"block ids must lie in [0, 2**32): got {int(keys.min())}.."
+                             f"{int(keys.max())}")
+        cur = self._seg_keys
+        if cur is not None:
+            m = int(cur.size)
+            if n >= m and np.array_equal(keys[:m], cur):
+                if n > m:
+                    tail = keys[m:]
+                    self.key_chunks.append(tail)
+                    self.n_keys += tail.size
+                    self._seg_keys = keys
+                return self._seg, n
+            if n < m and np.array_equal(cur[:n], keys):
+                return self._seg, n
+        self._seg = len(self.seg_start)
+        self.seg_start.append(self.n_keys)
+        self.key_chunks.append(keys)
+        self.n_keys += n
+        self._seg_keys = keys
+        return self._seg, n
+
+    def copy_tree(self, corpus: TreeCorpus, tree: int) -> None:
+        self.begin_tree(corpus.ids[tree], int(corpus.tree_block[tree]))
+        t0 = int(corpus.tree_turn[tree])
+        new_t0 = len(self.cols["prompt"])
+        for s in corpus.tree_streams(tree):
+            parent = int(corpus.parent[s])
+            join = int(corpus.join[s])
+            self.begin_stream(parent - t0 + new_t0 if parent >= 0 else -1,
+                              join - t0 + new_t0 if join >= 0 else -1)
+            first = int(corpus.stream_first[s])
+            for j in range(first, first + int(corpus.stream_n[s])):
+                self.add_turn(int(corpus.prompt[j]), int(corpus.output[j]), corpus.turn_keys(j),
+                              think=float(corpus.think[j]), gap=float(corpus.gap[j]),
+                              api=float(corpus.api[j]), t=float(corpus.t[j]))
+
+    def build(self) -> TreeCorpus:
+        c = self.cols
+        ints32 = {"turn_tree", "turn_stream", "seg", "nkeys", "stream_tree", "stream_n",
+                  "tree_nstreams", "tree_nturns", "tree_block"}
+        floats = {"think", "gap", "api", "t"}
+        arrays: dict[str, np.ndarray] = {}
+        for name, values in c.items():
+            dtype = np.float64 if name in floats else (np.int32 if name in ints32 else np.int64)
+            arrays[name] = np.asarray(values, dtype=dtype)
+        keys = np.concatenate(self.key_chunks) if self.key_chunks else np.empty(0, np.int64)
+        # Local ids fit 32 bits; stored unsigned to halve the corpus.
+        arrays["keys"] = keys.astype(np.uint32)
+        arrays["seg_start"] = np.asarray(self.seg_start + [self.n_keys], dtype=np.int64)
+        return TreeCorpus(arrays, self.ids)
+
+
+# ---------------------------------------------------------------------------------------
+# Samplers
+# ---------------------------------------------------------------------------------------
+class TreeSampler:
+    """Which tree a lane replays next: ``sequential`` (file order, cycling), ``shuffle``
+    (a seeded permutation, reshuffled each pass) or ``random`` (uniform with replacement)."""
+
+    def __init__(self, n: int, kind: str, rng: np.random.Generator):
+        if n <= 0:
+            raise ValueError("no session trees to sample from")
+        if kind not in SAMPLERS:
+            raise ValueError(f"unknown sampler {kind!r}; choose one of {', '.join(SAMPLERS)}")
+        self.n, self.kind, self.rng = n, kind, rng
+        self._order = np.arange(n)
+        self._pos = n if kind == "shuffle" else 0
+
+    def next(self) -> int:
+        if self.kind == "random":
+            return int(self.rng.integers(self.n))
+        if self._pos >= self.n:
+            self._pos = 0
+            if self.kind == "shuffle":
+                self._order = self.rng.permutation(self.n)
+        idx = int(self._order[self._pos])
+        self._pos += 1
+        return idx
+
+
+# ---------------------------------------------------------------------------------------
+# One tree instance: its requests, namespaced
+# ---------------------------------------------------------------------------------------
+class TreeInstance:
+    """A tree ready to replay: request specs with keys in the instance's own namespace."""
+
+    def __init__(self, corpus: TreeCorpus, tree: int, instance: int, start_turn: int = 0):
+        self.corpus, self.tree, self.instance = corpus, tree, instance
+        c = corpus
+        self.bt = int(c.tree_block[tree])
+        self.t0 = int(c.tree_turn[tree])
+        self.s0 = int(c.tree_stream[tree])
+        self.n_turns = int(c.tree_nturns[tree])
+        self.n_streams = int(c.tree_nstreams[tree])
+        base = session_base(instance)
+        turns = range(self.t0, self.t0 + self.n_turns)
+        seg_arrays: dict[int, np.ndarray] = {}
+        self.specs: list[RequestSpec] = []
+        for j in turns:
+            seg = int(c.seg[j])
+            arr = seg_arrays.get(seg)
+            if arr is None:
+                lo, hi = int(c.seg_start[seg]), int(c.seg_start[seg + 1])
+                arr = c.keys[lo:hi].astype(np.int64) + base
+                seg_arrays[seg] = arr
+            keys = arr[:int(c.nkeys[j])]
+            self.specs.append(RequestSpec(int(c.prompt[j]), max(1, int(c.output[j])), keys,
+                                          self.bt, None, instance, j - self.t0))
+        # Local (tree-relative) structure.
+        self.stream_first = (c.stream_first[self.s0:self.s0 + self.n_streams] - self.t0).tolist()
+        self.stream_n = c.stream_n[self.s0:self.s0 + self.n_streams].tolist()
+        par = c.parent[self.s0:self.s0 + self.n_streams]
+        self.parent = np.where(par >= 0, par - self.t0, -1).tolist()
+        self.children: dict[int, list[int]] = {}
+        self.joins: dict[int, list[int]] = {}
+        for s in range(1, self.n_streams):
+            if self.parent[s] >= 0:
+                self.children.setdefault(self.parent[s], []).append(s)
+            join = int(c.join[self.s0 + s])
+            if join >= 0:
+                self.joins.setdefault(join - self.t0, []).append(s)
+        self.start_turn = start_turn  # index into the root stream (turn 0 of the tree)
+
+    def dropped_streams(self) -> set[int]:
+        """Streams that never run because their parent turn lies before the start turn."""
+        dropped: set[int] = set()
+        for s in range(1, self.n_streams):
+            p = self.parent[s]
+            owner = self._stream_of(p)
+            if (owner == 0 and p < self.start_turn) or owner in dropped:
+                dropped.add(s)
+        return dropped
+
+    def _stream_of(self, turn: int) -> int:
+        for s in range(self.n_streams):
+            if self.stream_first[s] <= turn < self.stream_first[s] + self.stream_n[s]:
+                return s
+        return -1
+
+
+def start_turn_at(corpus: TreeCorpus, tree: int, ratio: float) -> int:
+    """The root-stream turn a lane resumes at for start point ``ratio`` of the tree's span.
+
+    t* = t_first + ratio x (t_last - t_first) over the root stream's recorded starts (turn
+    index when starts are not recorded); the first root turn at or after t* is where the
+    replay resumes, and the turn before it (returned here) is sent first, as warm-up.
+    """
+    s0 = int(corpus.tree_stream[tree])
+    first, n = int(corpus.stream_first[s0]), int(corpus.stream_n[s0])
+    if n <= 1:
+        return 0
+    t = corpus.t[first:first + n]
+    if not np.all(np.isfinite(t)):
+        t = np.arange(n, dtype=np.float64)
+    target = t[0] + ratio * (t[-1] - t[0])
+    resume = int(np.searchsorted(t, target, side="left"))
+    return max(0, min(n - 1, resume - 1))
+
+
+# ---------------------------------------------------------------------------------------
+# The lane driver
+# ---------------------------------------------------------------------------------------
+class _Lane:
+    """A lane's bookkeeping: requests in flight (for the idle guard and the extension hold).
+
+    The lane is *busy* while a request of it is in flight or a stream it spawned has not yet
+    sent its first request (a spawn is a request about to be issued)."""
+
+    def __init__(self, env: simpy.Environment, index: int):
+        self.env = env
+        self.index = index
+        self.pending: list = []
+        self.spawning = 0
+        self._idle: simpy.Event | None = None
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.pending) or self.spawning > 0
+
+    def track(self, req) -> None:
+        self.pending.append(req)
+        req.done.callbacks.append(lambda _ev, r=req: self._finished(r))
+
+    def _finished(self, req) -> None:
+        self.pending.remove(req)
+        self._check_idle()
+
+    def spawned(self, delta: int) -> None:
+        self.spawning += delta
+        self._check_idle()
+
+    def _check_idle(self) -> None:
+        if not self.busy and self._idle is not None:
+            idle, self._idle = self._idle, None
+            idle.succeed()
+
+    def idle_event(self) -> simpy.Event:
+        if self._idle is None:
+            self._idle = self.env.event()
+        return self._idle
+
+    def blocker(self, keys: np.ndarray):
+        """A pending request of this lane whose prompt ``keys`` extends, or None."""
+        n_new = keys.size
+        for req in self.pending:
+            k = req.spec.keys
+            n = k.size
+            if 0 < n <= n_new and k[n - 1] == keys[n - 1] and k[0] == keys[0] \
+                    and np.array_equal(k, keys[:n]):
+                return req
+        return None
+
+
+class _TreeRun:
+    """One tree instance being replayed in a lane."""
+
+    def __init__(self, driver: LaneDriver, lane: _Lane, inst: TreeInstance):
+        self.driver, self.lane, self.inst = driver, lane, inst
+        env = driver.env
+        self.env = env
+        self.done = env.event()
+        self.stream_done = [env.event() for _ in range(inst.n_streams)]
+        self.active = 0
+        for s in inst.dropped_streams():
+            self.stream_done[s].succeed()
+        self.start_stream(0, inst.start_turn)
+
+    def start_stream(self, s: int, first: int = 0) -> None:
+        self.active += 1
+        if s != 0:
+            self.lane.spawned(+1)
+        self.env.process(self._stream(s, first))
+
+    def _stream_finished(self, s: int) -> None:
+        if not self.stream_done[s].triggered:
+            self.stream_done[s].succeed()
+        self.active -= 1
+        if self.active == 0 and not self.done.triggered:
+            self.done.succeed()
+
+    def _stream(self, s: int, first: int):
+        d, inst, env, lane = self.driver, self.inst, self.env, self.lane
+        start = inst.stream_first[s]
+        horizon = d.horizon
+        spawning = s != 0
+        for j in range(start + first, start + inst.stream_n[s]):
+            if env.now >= horizon or d.exhausted:
+                break
+            joined = [self.stream_done[x] for x in inst.joins.get(j, ())
+                      if not self.stream_done[x].triggered]
+            if joined:
+                yield env.all_of(joined)
+            # The lane's very first request (root start, or the warm-up turn) goes at once.
+            delay = 0.0 if (s == 0 and j == start + first) else d.delay(inst.corpus, inst.t0 + j)
+            if delay > 0:
+                yield from d.wait(lane, delay)
+            spec = inst.specs[j]
+            while (blocker := lane.blocker(spec.keys)) is not None:
+                yield blocker.done
+            if env.now >= horizon or d.exhausted:
+                break
+            req = d.log.new(spec)
+            lane.track(req)
+            if spawning:
+                spawning = False
+                lane.spawned(-1)
+            d.submit(req)
+            d.sent += 1
+            yield req.done
+            for child in inst.children.get(j, ()):
+                if env.now < horizon:
+                    self.start_stream(child)
+        if spawning:
+            lane.spawned(-1)
+        self._stream_finished(s)
+
+
+class LaneDriver:
+    """A workload source that drives its own lanes (``simulate`` calls :meth:`drive`)."""
+
+    driver = True
+    open_loop = False
+
+    def __init__(self, corpus: TreeCorpus, *, concurrency: int, duration_s: float,
+                 rng: np.random.Generator, sampler: str = "sequential",
+                 start_min_ratio: float = 0.0, start_max_ratio: float = 0.0,
+                 timing: str = "end-to-start", idle_cap_s: float | None = 10.0,
+                 rate_scale: float = 1.0, max_requests: int | None = None):
+        if corpus.n_trees == 0:
+            raise ValueError("the workload has no session trees")
+        if timing not in TIMINGS:
+            raise ValueError(f"unknown timing {timing!r}; choose one of {', '.join(TIMINGS)}")
+        if not 0.0 <= start_min_ratio <= start_max_ratio <= 1.0:
+            raise ValueError("start ratios must satisfy 0 <= start_min_ratio <= "
+                             "start_max_ratio <= 1")
+        self.corpus = corpus
+        blocks = set(corpus.tree_block.tolist())
+        if len(blocks) != 1:
+            raise ValueError(f"trees with different block sizes in one workload: {sorted(blocks)}")
+        self.block_tokens = blocks.pop()
+        self.concurrency = concurrency
+        self.duration_s = duration_s
+        self.rng = rng
+        self.sampler = TreeSampler(corpus.n_trees, sampler, rng)
+        self.start_min_ratio, self.start_max_ratio = start_min_ratio, start_max_ratio
+        self._delays = corpus.gap if timing == "end-to-start" else corpus.think
+        self.idle_cap = idle_cap_s
+        self.rate_scale = rate_scale
+        self.max_requests = max_requests
+        self.instances = 0
+        self.sent = 0
+        self.trees_started: list[tuple[int, int, int, int]] = []  # (lane, tree, instance, start)
+
+    # -- the WorkloadSource protocol ---------------------------------------------------
+    def next_session(self) -> Session:
+        raise TypeError("a lane-driven source has no closed-loop sessions; call drive()")
+
+    def arrivals(self) -> Iterator[Arrival]:
+        raise TypeError("a lane-driven source has no stamped arrivals; call drive()")
+
+    @property
+    def exhausted(self) -> bool:
+        return self.max_requests is not None and self.sent >= self.max_requests
+
+    def delay(self, corpus: TreeCorpus, turn: int) -> float:
+        value = float(self._delays[turn])
+        if not math.isfinite(value) or value <= 0:
+            return 0.0
+        return value / self.rate_scale
+
+    def drive(self, env: simpy.Environment, submit: Callable, log, horizon: float) -> None:
+        self.env, self.submit, self.log, self.horizon = env, submit, log, horizon
+        for i in range(self.concurrency):
+            env.process(self._lane(_Lane(env, i)))
+
+    # -- timers ----------------------------------------------------------------------------
+    def wait(self, lane: _Lane, delay: float):
+        """Wait ``delay`` s; while nothing of the lane is in flight, at most ``idle_cap``."""
+        env, cap = self.env, self.idle_cap
+        deadline = env.now + delay
+        while True:
+            idle = not lane.busy
+            if cap is not None and idle:
+                deadline = min(deadline, env.now + cap)
+            deadline = min(deadline, self.horizon)
+            remaining = deadline - env.now
+            if remaining <= 0:
+                return
+            if cap is None or idle:
+                yield env.timeout(remaining)
+                return
+            yield env.timeout(remaining) | lane.idle_event()
+            if env.now >= deadline:
+                return
+
+    # -- lanes --------------------------------------------------------------------------
+    def _lane(self, lane: _Lane):
+        env = self.env
+        first = True
+        while env.now < self.horizon and not self.exhausted:
+            tree = self.sampler.next()
+            start = 0
+            if first and self.start_max_ratio > 0:
+                ratio = float(self.rng.uniform(self.start_min_ratio, self.start_max_ratio))
+                start = start_turn_at(self.corpus, tree, ratio)
+            inst = TreeInstance(self.corpus, tree, self.instances, start)
+            self.trees_started.append((lane.index, tree, self.instances, start))
+            self.instances += 1
+            run = _TreeRun(self, lane, inst)
+            yield run.done
+            first = False

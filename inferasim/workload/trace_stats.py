@@ -1,0 +1,198 @@
+"""``inferasim trace stats``: what a trace holds -- requests, sessions, lengths, think time,
+and the prefix reuse an infinite cache would see."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from inferasim.workload.lanes import TreeCorpus
+
+PCTS = (10, 50, 90, 99)
+FORMATS = ("agentx", "sessions", "mooncake")
+
+
+def _dist(values) -> dict[str, float]:
+    v = np.asarray(values, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    if not v.size:
+        return {"n": 0}
+    out: dict[str, float] = {"n": int(v.size), "mean": float(v.mean())}
+    for q, x in zip(PCTS, np.percentile(v, PCTS), strict=True):
+        out[f"p{q}"] = float(x)
+    return out
+
+
+def ideal_prefix_reuse(corpus: TreeCorpus) -> tuple[int, int]:
+    """(hit blocks, all blocks): per tree, the leading blocks of each request already seen
+    earlier in the same tree -- the reuse of an infinite cache that each tree has to itself."""
+    hit = total = 0
+    for tree in range(corpus.n_trees):
+        turns = corpus.tree_turns(tree)
+        parts = [corpus.turn_keys(j) for j in turns]
+        if not parts:
+            continue
+        allk = np.concatenate(parts)
+        if not allk.size:
+            continue
+        _, inv = np.unique(allk, return_inverse=True)
+        seen = np.zeros(int(inv.max()) + 1, dtype=bool)
+        pos = 0
+        for part in parts:
+            idx = inv[pos:pos + part.size]
+            pos += part.size
+            if not idx.size:
+                continue
+            miss = np.flatnonzero(~seen[idx])
+            hit += int(miss[0]) if miss.size else int(idx.size)
+            total += int(idx.size)
+            seen[idx] = True
+    return hit, total
+
+
+def corpus_stats(corpus: TreeCorpus) -> dict[str, Any]:
+    first_of_stream = np.zeros(corpus.n_turns, dtype=bool)
+    first_of_stream[corpus.stream_first] = True
+    root_stream = np.zeros(corpus.n_streams, dtype=bool)
+    root_stream[corpus.tree_stream] = True
+    is_root = root_stream[corpus.turn_stream]
+    later = ~first_of_stream
+    hit, total = ideal_prefix_reuse(corpus)
+    sub = ~root_stream
+    span = []
+    for tree in range(corpus.n_trees):
+        t = corpus.t[corpus.tree_turns(tree)]
+        t = t[np.isfinite(t)]
+        if t.size:
+            span.append(float(t.max() - t.min()))
+    out = {
+        "requests": corpus.n_turns,
+        "sessions": corpus.n_trees,
+        "root_requests": int(is_root.sum()),
+        "subagent_requests": int((~is_root).sum()),
+        "subagents": int(sub.sum()),
+        "background_subagents": int((sub & (corpus.join < 0)).sum()),
+        "block_tokens": sorted(set(corpus.tree_block.tolist())),
+        "requests_per_session": _dist(corpus.tree_nturns),
+        "input_tokens": _dist(corpus.prompt),
+        "root_input_tokens": _dist(corpus.prompt[is_root]),
+        "output_tokens": _dist(corpus.output),
+        "think_s": _dist(corpus.think[later & is_root]),
+        "gap_s": _dist(corpus.gap[later & is_root]),
+        "subagent_think_s": _dist(corpus.think[later & ~is_root]),
+        "session_span_s": _dist(span),
+        "ideal_prefix_reuse": hit / total if total else 0.0,
+        "blocks": int(total),
+    }
+    for key in ("orphans", "background", "dropped_overlong_trees"):
+        if key in corpus.meta:
+            out[f"loader_{key}"] = int(corpus.meta[key])
+    return out
+
+
+def mooncake_stats(path: Path) -> dict[str, Any]:
+    from inferasim.workload.mooncake import (
+        MOONCAKE_BLOCK_TOKENS,
+        ideal_hit_rate,
+        load_mooncake,
+    )
+
+    trace = load_mooncake(path)
+    sessions, delays = set(), []
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as fh:
+        for line in fh:
+            if line.strip():
+                rec = json.loads(line)
+                sessions.add(rec.get("session_id", len(sessions)))
+                if rec.get("delay") is not None:
+                    delays.append(float(rec["delay"]) / 1000.0)
+    gaps = np.diff(trace.times_s) if len(trace) > 1 else np.empty(0)
+    return {
+        "requests": len(trace),
+        "sessions": len(sessions),
+        "block_tokens": [MOONCAKE_BLOCK_TOKENS],
+        "input_tokens": _dist(trace.input_tokens),
+        "output_tokens": _dist(trace.output_tokens),
+        "think_s": _dist(delays),
+        "interarrival_s": _dist(gaps),
+        "span_s": float(trace.times_s[-1] - trace.times_s[0]) if len(trace) else 0.0,
+        "ideal_prefix_reuse": float(ideal_hit_rate(trace)),
+    }
+
+
+def detect_format(path: Path) -> str:
+    if path.is_dir():
+        return "agentx"
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as fh:
+        for line in fh:
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                break
+            if isinstance(rec, dict):
+                if "turns" in rec:
+                    return "sessions"
+                if "requests" in rec:
+                    return "agentx"
+                if "input_length" in rec or "hash_ids" in rec:
+                    return "mooncake"
+            break
+    if path.suffix == ".json":
+        return "agentx"
+    raise ValueError(f"cannot tell the format of {path}; pass --format")
+
+
+def trace_stats(path: str | Path, fmt: str | None = None) -> dict[str, Any]:
+    path = Path(path)
+    fmt = fmt or detect_format(path)
+    if fmt == "mooncake":
+        stats = mooncake_stats(path)
+    elif fmt == "agentx":
+        from inferasim.workload.agentx import load_agentx
+
+        stats = corpus_stats(load_agentx(path))
+    elif fmt == "sessions":
+        from inferasim.workload.sessions_format import load_sessions
+
+        stats = corpus_stats(load_sessions(path))
+    else:
+        raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    return {"file": str(path), "format": fmt, **stats}
+
+
+def format_stats(stats: dict[str, Any]) -> str:
+    lines = [f"{stats['file']} ({stats['format']})"]
+    scalar_rows = [("requests", "requests"), ("sessions", "sessions"),
+                   ("root requests", "root_requests"), ("subagent requests", "subagent_requests"),
+                   ("subagents", "subagents"), ("  of which background", "background_subagents"),
+                   ("block tokens", "block_tokens"), ("blocks", "blocks")]
+    for label, key in scalar_rows:
+        if key in stats:
+            lines.append(f"{label:<28}{stats[key]}")
+    lines.append(f"{'ideal prefix reuse':<28}{stats['ideal_prefix_reuse']:.1%}")
+    head = f"{'':<28}{'n':>8}{'mean':>11}" + "".join(f"{'p' + str(q):>11}" for q in PCTS)
+    lines.append(head)
+    dists = [("requests per session", "requests_per_session"), ("input tokens", "input_tokens"),
+             ("root input tokens", "root_input_tokens"), ("output tokens", "output_tokens"),
+             ("think time (s)", "think_s"), ("end-to-start gap (s)", "gap_s"),
+             ("subagent think (s)", "subagent_think_s"), ("session span (s)", "session_span_s"),
+             ("inter-arrival (s)", "interarrival_s")]
+    for label, key in dists:
+        d = stats.get(key)
+        if not d or not d.get("n"):
+            continue
+        vals = "".join(f"{d['p' + str(q)]:>11.5g}" for q in PCTS)
+        lines.append(f"{label:<28}{d['n']:>8}{d['mean']:>11.5g}{vals}")
+    for key, value in stats.items():
+        if key.startswith("loader_"):
+            lines.append(f"{key.removeprefix('loader_').replace('_', ' '):<28}{value}")
+    return "\n".join(lines)
