@@ -30,6 +30,7 @@ def _register() -> None:
     from inferasim.cli import (
         anchors_cmd,
         describe_cmd,
+        harvest_cmd,
         knobs_cmd,
         price_cmd,
         run_cmd,
@@ -42,6 +43,7 @@ def _register() -> None:
     cli.add_command(price_cmd.price)
     cli.add_command(anchors_cmd.anchors)
     cli.add_command(trace_cmd.trace)
+    cli.add_command(harvest_cmd.harvest)
 
 
 _register()

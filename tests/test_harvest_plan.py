@@ -1,0 +1,220 @@
+"""harvest plan: golden plans per engine x speculative method x attention-DP, flags that reach the
+engine and survive into the parsed regime, fresh seeds, trust-remote-code, dummy weights."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from inferasim.anchors import normalise as nz
+from inferasim.cli.harvest_cmd import harvest
+from inferasim.config.errors import ConfigError
+from inferasim.config.loader import load_scenario
+from inferasim.harvest.plan import build_plan, concurrency_ladder, prefill_isls, read_plan
+
+GOLDEN = Path(__file__).parent / "golden" / "harvest"
+SCENARIO = GOLDEN / "dsr1-mi355x.yaml"
+SCENARIO_REF = "tests/golden/harvest/dsr1-mi355x.yaml"
+DRAFT = "org/DeepSeek-R1-Eagle3"
+REGEN = os.environ.get("REGEN_GOLDEN") == "1"  # a test-suite switch, not a simulator knob
+
+#: (engine, speculative method, attention-DP size): a small matrix covering every engine, every
+#: method each engine offers, and attention-DP on and off.
+MATRIX = [
+    ("vllm", "none", 1), ("vllm", "mtp", 1), ("vllm", "mtp", 8), ("vllm", "eagle3", 1),
+    ("vllm", "dspark", 8),
+    ("sglang", "none", 1), ("sglang", "mtp", 8), ("sglang", "eagle3", 1),
+    ("mori-sglang", "mtp", 8),
+    ("atom", "none", 1), ("atom", "mtp", 8), ("atom", "eagle3", 1), ("atom", "dspark", 8),
+]
+
+
+def overrides(engine: str, method: str, dpa: int) -> list[str]:
+    out = [f"engine.name={engine}", f"parallel.dp_attention={dpa}",
+           f"parallel.ep={8 if dpa > 1 else 1}"]
+    if method != "none":
+        out += [f"speculative.method={method}", "speculative.draft_tokens=3"]
+    return out
+
+
+def make_plan(engine: str, method: str, dpa: int, **kw):
+    sets = overrides(engine, method, dpa)
+    scenario = load_scenario(SCENARIO, sets, check_fit=False)
+    if method == "eagle3":
+        kw.setdefault("draft_model", DRAFT)
+    return build_plan(scenario, scenario_ref=SCENARIO_REF, overrides=sets, **kw)
+
+
+@pytest.mark.parametrize("engine,method,dpa", MATRIX)
+def test_plan_matches_golden(engine, method, dpa):
+    plan = make_plan(engine, method, dpa)
+    path = GOLDEN / f"{engine}-{method}-dpa{dpa}.json"
+    text = json.dumps(plan, indent=1) + "\n"
+    if REGEN or not path.exists():
+        if not REGEN:
+            pytest.fail(f"golden file missing: {path} (REGEN_GOLDEN=1 writes it)")
+        path.write_text(text)
+    assert json.loads(path.read_text()) == plan
+
+
+@pytest.mark.parametrize("engine,method,dpa", [m for m in MATRIX if m[1] != "none"])
+def test_speculative_flags_reach_the_server_and_survive_into_the_regime(engine, method, dpa):
+    plan = make_plan(engine, method, dpa)
+    argv = plan["server"]["argv"]
+    if engine == "vllm":
+        config = json.loads(argv[argv.index("--speculative-config") + 1])
+        assert config["method"] == method and config["num_speculative_tokens"] == 3
+        assert (config.get("model") == DRAFT) == (method == "eagle3")
+    elif engine in ("sglang", "mori-sglang"):
+        algo = argv[argv.index("--speculative-algorithm") + 1]
+        assert algo == {"mtp": "NEXTN", "eagle3": "EAGLE3"}[method]
+        assert argv[argv.index("--speculative-num-steps") + 1] == "3"
+        assert argv[argv.index("--speculative-num-draft-tokens") + 1] == "4"
+        assert ("--speculative-draft-model-path" in argv) == (method == "eagle3")
+    else:
+        assert argv[argv.index("--method") + 1] == method
+        assert argv[argv.index("--num-speculative-tokens") + 1] == "3"
+    # The command, as harvest parse reads it back, states the same regime.
+    regime = nz.regime_from_server_args(nz.parse_server_command(plan["server"]["command"]), engine)
+    assert regime["spec_method"] == method
+    assert regime["draft_tokens"] == 3
+    assert regime["tp"] == 8
+    if engine != "vllm" or dpa == 1 or "--enable-expert-parallel" in argv:
+        assert regime["dp_attention"] == dpa
+    assert regime["model"] == "deepseek-r1"
+
+
+def test_no_speculative_flag_without_a_method():
+    for engine in ("vllm", "sglang", "atom"):
+        plan = make_plan(engine, "none", 1)
+        regime = nz.regime_from_server_args(nz.parse_server_command(plan["server"]["argv"]), engine)
+        assert regime["spec_method"] == "none"
+
+
+def test_each_engine_spells_its_own_flags():
+    vllm = make_plan("vllm", "none", 8)["server"]["argv"]
+    assert vllm[:3] == ["vllm", "serve", "deepseek-ai/DeepSeek-R1-0528"]
+    for flag in ("--tensor-parallel-size", "--data-parallel-size", "--enable-expert-parallel",
+                 "--kv-cache-dtype", "--block-size", "--max-num-seqs", "--attention-backend"):
+        assert flag in vllm
+    assert vllm[vllm.index("--attention-backend") + 1] == "ROCM_AITER_MLA"
+    sgl = make_plan("sglang", "none", 8)["server"]["argv"]
+    assert sgl[:3] == ["python", "-m", "sglang.launch_server"]
+    for flag in ("--tp-size", "--enable-dp-attention", "--dp-size", "--ep-size", "--page-size",
+                 "--max-running-requests", "--attention-backend"):
+        assert flag in sgl
+    assert sgl[sgl.index("--kv-cache-dtype") + 1] == "fp8_e4m3"
+    atom = make_plan("atom", "none", 8)["server"]["argv"]
+    assert atom[:3] == ["python", "-m", "atom.entrypoints.openai_server"]
+    for flag in ("--server-port", "--kv_cache_dtype", "--block-size", "--enable-dp-attention",
+                 "--data-parallel-size", "--enable-expert-parallel"):
+        assert flag in atom
+    assert "--attention-backend" not in atom  # ATOM always runs AITER
+
+
+def test_clients_per_engine_and_atom_uses_its_vendored_client():
+    assert make_plan("vllm", "none", 1)["probes"][0]["argv"][:3] == ["vllm", "bench", "serve"]
+    assert make_plan("sglang", "none", 1)["probes"][0]["argv"][:3] == [
+        "python", "-m", "sglang.bench_serving"]
+    assert make_plan("atom", "none", 1)["probes"][0]["argv"][:3] == [
+        "python", "-m", "atom.benchmarks.benchmark_serving"]
+    assert make_plan("vllm", "none", 1, client="aiperf")["probes"][0]["argv"][:2] == [
+        "aiperf", "profile"]
+    with pytest.raises(ConfigError, match="neither vLLM nor SGLang"):
+        make_plan("atom", "none", 1, client="vllm-bench")
+
+
+def test_every_client_run_draws_a_fresh_seed():
+    plan = make_plan("vllm", "mtp", 1, repeats=3)
+    seeds = [p["seed"] for p in plan["probes"]]
+    assert len(seeds) == len(set(seeds))
+    by_probe: dict[str, set[int]] = {}
+    for p in plan["probes"][1:]:  # after the warm-up
+        by_probe.setdefault(p["id"].rsplit("-r", 1)[0], set()).add(p["seed"])
+        assert p["argv"][p["argv"].index("--seed") + 1] == str(p["seed"])
+    assert all(len(s) == 3 for s in by_probe.values())
+    assert make_plan("vllm", "mtp", 1, seed_base=1000)["probes"][0]["seed"] == 1001
+
+
+@pytest.mark.parametrize("engine,client,flag", [
+    ("vllm", None, "--trust-remote-code"), ("atom", None, "--trust-remote-code"),
+    ("vllm", "aiperf", "--tokenizer-trust-remote-code")])
+def test_trust_remote_code_reaches_the_client(engine, client, flag):
+    plan = make_plan(engine, "none", 1, client=client)
+    assert "--trust-remote-code" in plan["server"]["argv"]
+    assert all(flag in p["argv"] for p in plan["probes"])
+    plan = make_plan(engine, "none", 1, client=client, trust_remote_code=False)
+    assert "--trust-remote-code" not in plan["server"]["argv"]
+    assert not any(flag in p["argv"] for p in plan["probes"])
+
+
+def test_probes_cover_the_context_curve_and_the_target_batch():
+    plan = make_plan("vllm", "none", 8)
+    isls = [p["isl"] for p in plan["probes"] if p["kind"] == "prefill"]
+    assert len(set(isls)) >= 4 and max(isls) == 2048
+    concs = [p["concurrency"] for p in plan["probes"] if p["kind"] == "decode"]
+    assert concs == [1, 2, 4, 8, 16, 32, 64]
+    assert prefill_isls(100) == [25, 50, 75, 100]
+    assert concurrency_ladder(48) == [1, 2, 4, 8, 16, 32, 48]
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "atom"])
+def test_dummy_weights_need_pinned_acceptance(engine):
+    with pytest.raises(ConfigError, match="pin the acceptance"):
+        make_plan(engine, "mtp", 1, dummy_weights=True)
+    plan = make_plan(engine, "mtp", 1, dummy_weights=True, acceptance_length=2.5)
+    argv, env = plan["server"]["argv"], plan["server"]["env"]
+    if engine == "vllm":
+        config = json.loads(argv[argv.index("--speculative-config") + 1])
+        assert config["synthetic_acceptance_length"] == 2.5
+        assert argv[argv.index("--load-format") + 1] == "dummy"
+    elif engine == "sglang":
+        assert env["SGLANG_SIMULATE_ACC_LEN"] == "2.5"
+        assert argv[argv.index("--load-format") + 1] == "dummy"
+    else:
+        assert argv[argv.index("--spec-decode-acceptance-length") + 1] == "2.5"
+        assert "--load_dummy" in argv
+    assert plan["speculative"]["acceptance_pinned"] == 2.5
+    # Without speculation dummy weights need nothing pinned.
+    assert "--load_dummy" in make_plan("atom", "none", 1, dummy_weights=True)["server"]["argv"]
+
+
+def test_acceptance_from_the_scenario_and_its_bounds():
+    sets = overrides("atom", "mtp", 1) + ["speculative.acceptance=0.5"]
+    scenario = load_scenario(SCENARIO, sets, check_fit=False)
+    plan = build_plan(scenario, scenario_ref=SCENARIO_REF, dummy_weights=True)
+    assert plan["speculative"]["acceptance_pinned"] == 1.875  # 1 + .5 + .25 + .125
+    with pytest.raises(ConfigError, match="draft_tokens"):
+        make_plan("atom", "mtp", 1, acceptance_length=5.0)
+
+
+def test_methods_an_engine_lacks_are_refused():
+    with pytest.raises(ConfigError, match="sglang has no speculative method 'dspark'"):
+        make_plan("sglang", "dspark", 1)
+    with pytest.raises(ConfigError, match="--draft-model"):
+        make_plan("vllm", "eagle3", 1, draft_model=None)
+
+
+def test_cli_plan_writes_and_prints(tmp_path):
+    out = tmp_path / "plan"
+    sets = [a for s in overrides("atom", "mtp", 8) for a in ("--set", s)]
+    result = CliRunner().invoke(harvest, ["plan", str(SCENARIO), *sets, "--out", str(out),
+                                          "--repeats", "2"])
+    assert result.exit_code == 0, result.output
+    plan = read_plan(out)
+    assert len(plan["probes"]) == 1 + 2 * (5 + 7)  # warm-up, ISLs 128..2048, ladder 1..64
+    assert "python -m atom.entrypoints.openai_server" in result.output
+    assert "--method mtp --num-speculative-tokens 3" in result.output
+
+
+def test_cli_config_error_is_one_line_and_exit_2(tmp_path):
+    result = CliRunner().invoke(harvest, ["plan", str(SCENARIO), "--set", "engine.name=sglang",
+                                          "--set", "speculative.method=dspark", "--set",
+                                          "speculative.draft_tokens=2", "--out", str(tmp_path)])
+    assert result.exit_code == 2
+    lines = [ln for ln in result.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("inferasim: error:")
