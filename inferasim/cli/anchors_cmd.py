@@ -212,3 +212,81 @@ def _one_per_reason(refused) -> list:
             seen.add(key)
             out.append(refusal)
     return out[:12]
+
+
+# ---------------------------------------------------------------- validate
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+@anchors.command("validate")
+@click.argument("folder", required=False, type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("-v", "--verbose", is_flag=True, help="Print every held-out anchor.")
+def validate_cmd(folder: Path | None, as_json: bool, verbose: bool) -> None:
+    """Leave-one-out within each regime and build: predict each anchor of FOLDER (default:
+    anchors/) from the others by replaying its workload with the calibrated oracle; print the
+    median and p90 absolute error of throughput per GPU, TPOT and TTFT per regime."""
+    from inferasim.anchors.store import AnchorStore
+    from inferasim.anchors.validate import error_stats, report_dict, validate_store
+    from inferasim.config.knobs import Knobs
+
+    store = AnchorStore.load(folder)
+    if not len(store):
+        raise ConfigError("no anchors to validate", file=str(folder))
+    results = validate_store(store, knobs=Knobs.from_env())
+    if as_json:
+        click.echo(json.dumps(report_dict(results), indent=1, default=str))
+        return
+    click.echo("leave-one-out within each regime and build; abs error median / p90 "
+               "(predicted / measured - 1)")
+    click.echo(f"{'regime @ build':78} {'n':>3} {'tput/GPU':>15} {'TPOT':>15} {'TTFT':>15}")
+    skipped = []
+    for g in results:
+        if g.skipped:
+            skipped.append(g)
+            continue
+        st = g.stats()
+        cells = [f"{_pct(st[m]['median_abs']):>7}/{_pct(st[m]['p90_abs']):<7}"
+                 for m in ("tput_per_gpu", "tpot", "ttft")]
+        click.echo(f"{g.key[:78]:78} {len(g.predictions):>3} {' '.join(cells)}")
+        if verbose:
+            for p in g.predictions:
+                errs = "  ".join(f"{m} {_pct(p.error(m))}" for m in ("tput_per_gpu", "tpot", "ttft"))
+                click.echo(f"    c{p.concurrency} {p.isl}/{p.osl}: {errs}  "
+                           f"({p.method}, {p.replay_requests} requests, {p.wall_s:.2f} s)")
+                for metric, why in p.excluded.items():
+                    click.echo(f"      {metric} not scored: {why}")
+    preds = [p for g in results for p in g.predictions]
+    for label, subset in (("all", preds),
+                          ("  inside the sweep (ratio interpolated)", [p for p in preds
+                                                                       if p.bracketed]),
+                          ("  at its ends (ratio clamped)", [p for p in preds
+                                                             if not p.bracketed])):
+        st = error_stats(subset)
+        cells = [f"{_pct(st[m]['median_abs']):>7}/{_pct(st[m]['p90_abs']):<7}"
+                 for m in ("tput_per_gpu", "tpot", "ttft")]
+        click.echo(f"{label:78} {len(subset):>3} {' '.join(cells)}")
+    closed = sum(p.method == "closed-form" for p in preds)
+    excluded = sum(bool(p.excluded) for p in preds)
+    if closed or excluded:
+        click.echo(f"{closed} point(s) estimated in closed form (concurrency above the replay "
+                   f"limit); {excluded} measured throughput(s) not scored (contradict their own "
+                   "latency; -v lists them)")
+    if skipped:
+        click.echo(f"skipped {len(skipped)} group(s):")
+        if verbose:
+            for g in skipped:
+                click.echo(f"  {g.key}: {g.skipped}")
+        else:
+            import re
+            from collections import Counter
+
+            reasons = Counter(re.sub(r"^<anchor [^>]*>: ", "", g.skipped).split(" (did you")[0]
+                              for g in skipped)
+            for reason, count in reasons.most_common():
+                click.echo(f"  {count} x {reason}")
+    click.echo("note: where the store refuses prefill (a single ISL) TTFT is the analytic "
+               "prefill's: its error measures the analytic model, not the calibration")

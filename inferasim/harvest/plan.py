@@ -127,7 +127,7 @@ def concurrency_ladder(batch: int) -> list[int]:
 
 def expected_accept_length(draft_tokens: int, acceptance: float) -> float:
     """Mean tokens per verify step (bonus token included) for a per-position acceptance rate,
-    the same formula the simulator prices with (serve/engine.expected_advance)."""
+    the same formula the simulator prices with (SpeculativeSpec.tokens_per_step)."""
     return 1.0 + sum(acceptance ** i for i in range(1, draft_tokens + 1))
 
 

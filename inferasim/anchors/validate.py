@@ -1,0 +1,377 @@
+"""Leave-one-out validation of the calibrated oracle on an anchor store.
+
+Anchors are grouped by regime (every regime-defining axis) *and* engine build: a held-out anchor
+is predicted only from the others of its own group — never one build's anchor from another
+build's. For each held-out anchor the workload it measured (random prompts, its ISL/OSL, its
+closed-loop concurrency) is replayed with a ``CalibratedOracle`` built from the rest of its
+group, and throughput per GPU, TPOT and TTFT are compared with the measurement.
+
+A group is skipped, with the reason, when inferasim cannot run its regime (an engine or GPU not
+in the catalog) or when it has fewer than two anchors with a closed-loop decode step.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+
+from inferasim.anchors.record import AnchorRecord
+from inferasim.anchors.regime import REGIME_AXES, Target, compare
+from inferasim.anchors.store import AnchorStore
+from inferasim.config.catalog import REPO_ROOT
+from inferasim.config.errors import ConfigError
+from inferasim.config.knobs import Knobs
+from inferasim.config.scenario import ENGINES, ParallelSpec, Scenario, SpeculativeSpec
+
+TEMPLATE_DIR = REPO_ROOT / "scenarios" / "inferencemax"
+METRICS = ("tput_per_gpu", "tpot", "ttft")
+#: Requests a replay aims to complete (a few hundred, and at least three rounds of the loop).
+TARGET_REQUESTS = 240
+MIN_ROUNDS = 3
+#: Above this concurrency the held-out point is estimated in closed form, not replayed (a
+#: replay of hundreds of clients takes seconds to tens of seconds of wall time).
+MAX_REPLAY_CONCURRENCY = 256
+#: A measured throughput further than this from its own Little's-law value (concurrency x
+#: tokens per request / mean e2e latency / GPUs) contradicts the anchor's latencies: not scored.
+LITTLE_TOLERANCE = 0.25
+#: Draft depth assumed for an MTP anchor that does not record it (the InferenceMAX scenarios').
+DEFAULT_MTP_DRAFT = 3
+
+
+@attrs.frozen
+class Prediction:
+    anchor: str
+    group: str
+    isl: int
+    osl: int
+    concurrency: int
+    measured: dict[str, float | None]
+    predicted: dict[str, float | None]
+    replay_requests: int
+    wall_s: float
+    method: str = "replay"
+    # True when other anchors of the group lie on both sides of this concurrency (the ratio is
+    # interpolated); False at the ends of the sweep (the ratio is clamped).
+    bracketed: bool = False
+    # Metric -> why the measurement is not scored (it contradicts the anchor's own latency).
+    excluded: dict[str, str] = attrs.field(factory=dict)
+
+    def error(self, metric: str) -> float | None:
+        if metric in self.excluded:
+            return None
+        m, p = self.measured.get(metric), self.predicted.get(metric)
+        if m is None or p is None or not (m > 0) or not math.isfinite(p):
+            return None
+        return p / m - 1.0
+
+
+@attrs.frozen
+class GroupResult:
+    key: str
+    anchors: int
+    predictions: tuple[Prediction, ...] = ()
+    skipped: str | None = None
+    template: str | None = None
+    notes: tuple[str, ...] = ()
+
+    def stats(self) -> dict[str, dict[str, float | None]]:
+        return error_stats(self.predictions)
+
+
+def error_stats(predictions: Iterable[Prediction]) -> dict[str, dict[str, float | None]]:
+    preds = list(predictions)
+    out: dict[str, dict[str, float | None]] = {}
+    for metric in METRICS:
+        errs = np.array([abs(e) for p in preds if (e := p.error(metric)) is not None])
+        out[metric] = {
+            "n": int(errs.size),
+            "median_abs": float(np.median(errs)) if errs.size else None,
+            "p90_abs": float(np.percentile(errs, 90)) if errs.size else None,
+        }
+    return out
+
+
+# ---------------------------------------------------------------- groups
+
+
+def regime_key(record: AnchorRecord) -> tuple:
+    reg = record.regime
+    values = []
+    for axis in REGIME_AXES:
+        if axis == "speculative":
+            values.append((reg.spec_method, reg.draft_tokens))
+        else:
+            values.append(getattr(reg, axis))
+    return tuple(values) + (record.provenance.build,)
+
+
+def group_label(record: AnchorRecord) -> str:
+    reg = record.regime
+    spec = reg.spec_method or "?"
+    if spec not in ("none", "?") and reg.draft_tokens:
+        spec += f"+{reg.draft_tokens}"
+    build = record.provenance.build or "unrecorded"
+    build = build.rsplit(":", 1)[-1] if ":" in build else build
+    return (f"{reg.engine or '?'} {reg.gpu or reg.gpu_isa or '?'} {reg.weight_dtype or '?'} "
+            f"{spec} tp{reg.tp} ep{reg.ep} dpa{reg.dp_attention} @{build}")
+
+
+def regime_groups(records: Iterable[AnchorRecord]) -> dict[tuple, list[AnchorRecord]]:
+    groups: dict[tuple, list[AnchorRecord]] = {}
+    for record in records:
+        groups.setdefault(regime_key(record), []).append(record)
+    return groups
+
+
+def _decodable(record: AnchorRecord) -> bool:
+    w = record.workload
+    return record.decode_step_s is not None and w.concurrency is not None and w.concurrency >= 1
+
+
+# ---------------------------------------------------------------- scenarios
+
+
+def _load_templates(folder: Path | None) -> list[tuple[str, Scenario, Target]]:
+    from inferasim.config.loader import load_scenario
+
+    out = []
+    if folder is None or not Path(folder).is_dir():
+        return out
+    for path in sorted(Path(folder).glob("*.yaml")):
+        if path.name.startswith("_"):
+            continue
+        try:
+            sc = load_scenario(path, [], check_fit=False)
+        except ConfigError:
+            continue
+        out.append((path.name, sc, attrs.evolve(Target.from_scenario(sc), build="")))
+    return out
+
+
+def _template_for(record: AnchorRecord, templates) -> tuple[str, Scenario] | None:
+    for name, sc, target in templates:
+        diffs, _ = compare(record.regime, target)
+        if not diffs:
+            return name, sc
+    return None
+
+
+def scenario_from_regime(record: AnchorRecord) -> Scenario:
+    """A scenario for the deployment an anchor measured, from its regime alone."""
+    from inferasim.config.loader import resolve
+
+    reg = record.regime
+    if reg.engine not in ENGINES:
+        raise ConfigError(f"engine {reg.engine} is not modelled by inferasim")
+    if reg.model is None or reg.gpu is None:
+        raise ConfigError("the anchor does not record its model and GPU part")
+    data: dict[str, Any] = {
+        "name": f"anchor {record.id}",
+        "model": {"name": reg.model},
+        "gpu": {"name": reg.gpu},
+        "engine": {"name": reg.engine},
+        "parallel": {"tp": reg.tp or 1, "ep": reg.ep or 1, "dp_attention": reg.dp_attention or 1,
+                     "dcp": reg.dcp or 1},
+        "workload": {"format": "random"},
+    }
+    if reg.weight_dtype and reg.weight_dtype != "fp4":
+        data["model"]["weight_dtype"] = reg.weight_dtype
+    if reg.kv_dtype:
+        data["engine"]["kv_dtype"] = reg.kv_dtype
+    if reg.kernel_family:
+        data["engine"]["attention_backend"] = reg.kernel_family
+    if reg.spec_method not in (None, "none"):
+        data["speculative"] = {"method": reg.spec_method,
+                               "draft_tokens": reg.draft_tokens or DEFAULT_MTP_DRAFT}
+    return resolve(data, {}, f"<anchor {record.id}>", check_fit=False)
+
+
+def anchor_workload(base: Scenario, record: AnchorRecord, *,
+                    target_requests: int = TARGET_REQUESTS) -> Scenario:
+    """``base`` with the anchor's measured load: random prompts, its ISL/OSL and concurrency,
+    a duration for about ``target_requests`` requests, no build preference."""
+    w, reg = record.workload, record.regime
+    conc = int(w.concurrency)
+    step = record.decode_step_s or 0.02
+    e2e = record.measurements.e2e_mean_s or ((record.ttft_s or 0.0) + w.osl * step)
+    rounds = max(MIN_ROUNDS, math.ceil(target_requests / conc))
+    wl = attrs.evolve(base.workload, format="random", trace=None, isl=int(w.isl),
+                      osl=int(w.osl), concurrency=conc, rate=None, warmup_s=0.0,
+                      duration_s=float(rounds * e2e), max_requests=None)
+    engine = attrs.evolve(base.engine, version="")
+    if reg.max_num_seqs:
+        engine = attrs.evolve(engine, max_num_seqs=int(reg.max_num_seqs))
+    par = base.parallel
+    parallel = ParallelSpec(tp=reg.tp or par.tp, ep=reg.ep or par.ep,
+                            dp_attention=reg.dp_attention or par.dp_attention,
+                            dcp=reg.dcp or par.dcp)
+    spec = base.speculative
+    if reg.spec_method not in (None, "none") and spec.method == "none":
+        spec = SpeculativeSpec(method=reg.spec_method,
+                               draft_tokens=reg.draft_tokens or DEFAULT_MTP_DRAFT)
+    return attrs.evolve(base, workload=wl, engine=engine, parallel=parallel, speculative=spec,
+                        name=f"loo {record.id}")
+
+
+# ---------------------------------------------------------------- measuring
+
+
+def _bracketed(held: AnchorRecord, others: list[AnchorRecord]) -> bool:
+    concs = [r.workload.concurrency for r in others]
+    return bool(concs) and min(concs) < held.workload.concurrency < max(concs)
+
+
+def _inconsistent(record: AnchorRecord) -> dict[str, str]:
+    m, w, reg = record.measurements, record.workload, record.regime
+    # The instance's GPUs (tp counts them all) times its replicas. Not ``num_gpus``: InferenceMAX's
+    # num_decode_gpu reads tp x ep on expert-parallel rows while their per-GPU throughput is
+    # per tp GPUs.
+    gpus = reg.tp * (reg.replicas or 1) if reg.tp else reg.num_gpus
+    if not (m.tput_per_gpu_total and m.e2e_mean_s and w.concurrency and gpus):
+        return {}
+    little = w.concurrency * (w.isl + w.osl) / m.e2e_mean_s / gpus
+    if abs(m.tput_per_gpu_total / little - 1.0) <= LITTLE_TOLERANCE:
+        return {}
+    return {"tput_per_gpu": (f"measured {m.tput_per_gpu_total:.1f} tok/s/GPU contradicts its own "
+                             f"latency (Little's law: {little:.1f})")}
+
+
+def measured_metrics(record: AnchorRecord) -> dict[str, float | None]:
+    m = record.measurements
+    tput = m.tput_per_gpu_total
+    tpot = m.tpot_mean_s if m.tpot_mean_s is not None else m.tpot_median_s
+    ttft = m.ttft_mean_s if m.ttft_mean_s is not None else m.ttft_median_s
+    return {"tput_per_gpu": tput, "tpot": tpot, "ttft": ttft}
+
+
+def predict(target: Scenario, others: list[AnchorRecord], knobs: Knobs
+            ) -> tuple[dict[str, float | None], int, dict]:
+    from inferasim.cost.calibrated import CalibratedOracle
+    from inferasim.report.run_report import replay_summary
+    from inferasim.serve.simulation import simulate
+
+    oracle = CalibratedOracle(target, AnchorStore(others), knobs)
+    result = simulate(target, knobs, oracle=oracle)
+    _frame, s = replay_summary(result)
+    pred = {"tput_per_gpu": s["total_tok_s_per_gpu"], "tpot": s["tpot_mean_ms"] / 1e3,
+            "ttft": s["ttft_mean_s"]}
+    return pred, int(s["requests_completed"]), oracle.calibration
+
+
+def predict_closed_form(target: Scenario, others: list[AnchorRecord], knobs: Knobs
+                        ) -> tuple[dict[str, float | None], int, dict]:
+    """The closed loop of fixed-length requests in closed form, for loads too wide to replay
+    quickly: every client prefills in one burst (chunked at the engine's batched-token budget)
+    then decodes together at the mean context ``isl + osl / 2``; the loop runs ten rounds as
+    InferenceMAX's ``num_prompts = 10 x concurrency`` does."""
+    from inferasim.cost.calibrated import CalibratedOracle
+    from inferasim.cost.oracle import StepBatch
+
+    oracle = CalibratedOracle(target, AnchorStore(others), knobs)
+    wl, eng, spec = target.workload, target.engine, target.speculative
+    n = max(1, min(wl.concurrency, eng.max_num_seqs * target.parallel.dp_attention))
+    advance = spec.tokens_per_step
+    step = oracle.step(StepBatch(decode_context=np.full(n, wl.isl + wl.osl / 2.0),
+                                 width=spec.verify_width)).seconds
+    budget = max(1, int(eng.max_num_batched_tokens))
+    per_chunk = max(1, budget // max(1, wl.isl))
+    burst, ttft_sum, left = 0.0, 0.0, n
+    while left > 0:
+        k = min(per_chunk, left)
+        burst += oracle.step(StepBatch(prefill_tokens=np.full(k, float(wl.isl)),
+                                       prefill_resident=np.zeros(k), prefill_samples=k)).seconds
+        ttft_sum += k * burst
+        left -= k
+    steps = math.ceil((wl.osl - 1) / advance)
+    rnd = burst + steps * step
+    pred = {"tput_per_gpu": n * (wl.isl + wl.osl) / rnd / target.gpus_per_instance,
+            "tpot": step / advance, "ttft": ttft_sum / n}
+    return pred, 0, oracle.calibration
+
+
+def validate_store(store: AnchorStore, *, knobs: Knobs | None = None,
+                   templates: Path | None = TEMPLATE_DIR,
+                   target_requests: int = TARGET_REQUESTS,
+                   max_replay_concurrency: int = MAX_REPLAY_CONCURRENCY) -> list[GroupResult]:
+    knobs = knobs or Knobs()
+    temps = _load_templates(templates)
+    results: list[GroupResult] = []
+    for _key, records in regime_groups(store).items():
+        label = group_label(records[0])
+        usable = [r for r in records if _decodable(r)]
+        if records[0].regime.engine not in ENGINES:
+            results.append(GroupResult(label, len(records), skipped=(
+                f"engine {records[0].regime.engine} is not modelled by inferasim")))
+            continue
+        if len(usable) < 2:
+            results.append(GroupResult(label, len(records), skipped=(
+                f"{len(usable)} anchor(s) with a closed-loop decode step; leave-one-out needs 2")))
+            continue
+        found = _template_for(usable[0], temps)
+        try:
+            if found is not None:
+                template_name, base = found
+            else:
+                template_name, base = None, scenario_from_regime(usable[0])
+        except ConfigError as exc:
+            results.append(GroupResult(label, len(records), skipped=str(exc)))
+            continue
+        preds: list[Prediction] = []
+        notes: set[str] = set()
+        for held in usable:
+            others = [r for r in usable if r.id != held.id]
+            target = anchor_workload(base, held, target_requests=target_requests)
+            started = time.perf_counter()
+            method = "replay" if held.workload.concurrency <= max_replay_concurrency \
+                else "closed-form"
+            try:
+                if method == "replay":
+                    pred, n, cal = predict(target, others, knobs)
+                else:
+                    pred, n, cal = predict_closed_form(target, others, knobs)
+            except ConfigError as exc:
+                notes.add(f"{held.id}: {exc}")
+                continue
+            if cal.get("mode") != "anchored":
+                notes.add(f"{held.id}: not calibrated ({cal.get('fallback')})")
+                continue
+            notes.update(n for n in cal.get("notes", ()) if not n.startswith("build"))
+            preds.append(Prediction(
+                anchor=held.id, group=label, isl=held.workload.isl, osl=held.workload.osl,
+                concurrency=int(held.workload.concurrency), measured=measured_metrics(held),
+                predicted=pred, replay_requests=n, wall_s=time.perf_counter() - started,
+                method=method, excluded=_inconsistent(held),
+                bracketed=_bracketed(held, others)))
+        results.append(GroupResult(label, len(records), predictions=tuple(preds),
+                                   template=template_name, notes=tuple(sorted(notes))))
+    return results
+
+
+def report_dict(results: list[GroupResult]) -> dict[str, Any]:
+    all_preds = [p for g in results for p in g.predictions]
+    return {
+        "method": ("leave-one-out within each regime and build: each anchor's workload "
+                   "(random, its ISL/OSL/concurrency) replayed with the calibrated oracle "
+                   "built from the other anchors of its group"),
+        "overall": error_stats(all_preds),
+        "overall_bracketed": error_stats(p for p in all_preds if p.bracketed),
+        "overall_sweep_ends": error_stats(p for p in all_preds if not p.bracketed),
+        "groups": [{
+            "group": g.key, "anchors": g.anchors, "skipped": g.skipped, "template": g.template,
+            "stats": g.stats() if not g.skipped else None, "notes": list(g.notes),
+            "predictions": [{
+                "anchor": p.anchor, "isl": p.isl, "osl": p.osl, "concurrency": p.concurrency,
+                "measured": p.measured, "predicted": p.predicted,
+                "error": {m: p.error(m) for m in METRICS},
+                "method": p.method, "bracketed": p.bracketed, "excluded": p.excluded,
+                "replay_requests": p.replay_requests, "wall_s": round(p.wall_s, 3),
+            } for p in g.predictions],
+        } for g in results],
+    }
+

@@ -1,0 +1,349 @@
+"""The anchor-calibrated step-cost oracle: measured steps transported by the whole analytic step.
+
+    target step = measured step x analytic(target) / analytic(anchor)
+
+Both analytic terms are the model's **whole** step (GEMMs, attention, KV stream, collectives
+and the fixed per-step cost) at the width the target verifies at (1 + draft tokens) — never a
+bare forward pass (design.md, behaviour.md 3 "Transport by the whole step").
+
+- ``analytic(anchor)`` is the analytic oracle for the anchor's own regime (its TP/EP/attention-DP
+  /DCP and KV dtype; an axis the anchor does not record is unknown and taken from the target —
+  skipped, never guessed) evaluated at the anchor's steady decode batch: ``concurrency``
+  sequences (per replica, capped at the engine's running limit) at the mean context
+  ``isl + osl / 2``.
+- The ratio measured/analytic(anchor) is taken per target batch: with several anchors it is
+  interpolated in log(concurrency) between the two nearest, clamped at the ends of the measured
+  sweep (a trend is never extrapolated). Anchors at one concurrency share the geometric mean of
+  their ratios.
+- The KV stream scales with the target's KV width: ``analytic(target)`` prices the target's own
+  KV dtype, so the KV delta from the anchor's context and batch to the target's is carried at
+  that width — fp8 and bf16 KV do not project alike.
+- Prefill: when the store refuses the anchors' prefill coverage (e.g. every InferenceMAX row has
+  ISL 1024), the prefill part of a step stays analytic and the calibration report says so;
+  otherwise it is scaled by a TTFT ratio fitted per ISL (lowest concurrency at each ISL,
+  interpolated in log ISL, clamped).
+- A mixed step is ``r_decode x D + r_prefill x (T - D)``: ``T`` the target's whole analytic
+  step, ``D`` the same step without its prefill chunks.
+
+With no usable anchor the oracle is the analytic one, and ``calibration`` says why.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+
+from inferasim.config.knobs import Knobs
+from inferasim.config.scenario import ParallelSpec, Scenario
+from inferasim.cost.oracle import AnalyticOracle, StepBatch, StepCost
+
+_EMPTY = np.zeros(0, dtype=np.float64)
+
+
+@attrs.frozen
+class AnchorPoint:
+    """One anchor as the oracle uses it: its steady decode batch and its measured step."""
+
+    id: str
+    batch: int              # sequences per engine instance
+    context: float          # mean resident context, isl + osl / 2
+    measured_s: float       # seconds of one (verify) step
+    regime_key: tuple
+
+
+class CalibratedOracle:
+    """``AnalyticOracle``'s interface (``step``, ``decode_steps``, ``calibration``), with each
+    step transported from the usable anchors of ``store`` for ``scenario``."""
+
+    def __init__(self, scenario: Scenario, store=None, knobs: Knobs | None = None, *,
+                 anchors=None, rank_level: bool = False):
+        """``store``: an ``AnchorStore`` (``None`` = none: analytic). ``anchors``: a
+        ``TargetAnchors`` already computed for this scenario (skips ``store.for_target``).
+        ``rank_level``: batches are one attention-DP rank's own (ranks simulated apart); an
+        anchor's batch is then its concurrency shared over the ranks."""
+        self.scenario = scenario
+        self.knobs = knobs or Knobs()
+        self.rank_level = rank_level
+        self.analytic = self._analytic(scenario)
+        self.width = scenario.speculative.verify_width
+        spec = scenario.speculative
+        self._advance = spec.tokens_per_step
+        self._oracles: dict[tuple, AnalyticOracle] = {}
+        self._ratio_cache: dict[tuple[int, int], float] = {}
+        self._notes: list[str] = []
+        self.points: list[AnchorPoint] = []
+        self.prefill_points: list[tuple[float, float]] = []   # (isl, ratio)
+        self.result = anchors
+        if self.result is None and store is not None:
+            self.result = store.for_target(scenario)
+        if self.result is not None:
+            self._collect(self.result.usable)
+        self.calibrated = bool(self.points)
+        self._prefill_calibrated = bool(self.calibrated and self.result is not None
+                                        and self.result.prefill_calibrated
+                                        and self.prefill_points)
+        # The decode ratio table at the target's width, per measured concurrency.
+        self._tables: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self.calibration = self._report()
+
+    def _analytic(self, scenario: Scenario) -> AnalyticOracle:
+        if self.rank_level:
+            return AnalyticOracle(scenario, self.knobs, rank_level=True)
+        return AnalyticOracle(scenario, self.knobs)
+
+    # -- anchors -> points --------------------------------------------------------------
+    def _anchor_scenario(self, record) -> Scenario:
+        reg, sc = record.regime, self.scenario
+        par = sc.parallel
+        parallel = ParallelSpec(tp=reg.tp or par.tp, ep=reg.ep or par.ep,
+                                dp_attention=reg.dp_attention or par.dp_attention,
+                                dcp=reg.dcp or par.dcp)
+        engine = attrs.evolve(sc.engine, kv_dtype=reg.kv_dtype or sc.kv_dtype)
+        return attrs.evolve(sc, parallel=parallel, engine=engine)
+
+    def _anchor_oracle(self, record) -> tuple[AnalyticOracle, tuple]:
+        sc = self._anchor_scenario(record)
+        key = (sc.parallel.tp, sc.parallel.ep, sc.parallel.dp_attention, sc.parallel.dcp,
+               sc.kv_dtype)
+        if key not in self._oracles:
+            self._oracles[key] = self._analytic(sc)
+        return self._oracles[key], key
+
+    def _collect(self, usable) -> None:
+        spec_target = self.scenario.speculative.method != "none"
+        skipped_open, kv_assumed = [], False
+        for record in usable:
+            step, _basis = record.decode_step
+            w, reg = record.workload, record.regime
+            if step is None or w.concurrency is None or w.concurrency < 1:
+                skipped_open.append(record.id)
+                continue
+            oracle, key = self._anchor_oracle(record)
+            if reg.kv_dtype is None:
+                kv_assumed = True
+            replicas = reg.replicas or 1
+            cap = (reg.max_num_seqs or self.scenario.engine.max_num_seqs) \
+                * oracle.scenario.parallel.dp_attention
+            batch = max(1, min(int(round(w.concurrency / replicas)), cap))
+            if self.rank_level:
+                batch = max(1, math.ceil(batch / oracle.scenario.parallel.dp_attention))
+            measured = float(step)
+            if spec_target or (reg.spec_method not in (None, "none")):
+                # Mean TPOT is seconds per emitted token; a verify step emits accept_length.
+                accept = record.measurements.accept_length or self._advance
+                measured *= accept
+            self.points.append(AnchorPoint(record.id, batch, w.isl + w.osl / 2.0, measured, key))
+        if skipped_open:
+            self._notes.append(f"{len(skipped_open)} usable anchor(s) without a closed-loop "
+                               "concurrency or a decode step do not calibrate decode")
+        if kv_assumed:
+            self._notes.append(
+                "anchors do not record their KV dtype (skipped): read as the target's "
+                f"{self.scenario.kv_dtype}; the KV delta to the target's context and batch is "
+                "priced at that width")
+        if self.result is not None and self.result.prefill_calibrated:
+            self._fit_prefill(usable)
+
+    def _fit_prefill(self, usable) -> None:
+        """TTFT ratio per ISL, from the lowest-concurrency anchor at each ISL (its TTFT is closest
+        to the prefill alone)."""
+        best: dict[int, Any] = {}
+        for record in usable:
+            if record.ttft_s is None:
+                continue
+            w = record.workload
+            conc = w.concurrency if w.concurrency is not None else math.inf
+            old = best.get(w.isl)
+            if old is None or conc < (old.workload.concurrency or math.inf):
+                best[w.isl] = record
+        for isl, record in sorted(best.items()):
+            oracle, _ = self._anchor_oracle(record)
+            analytic = _analytic_prefill_seconds(oracle, isl)
+            if analytic > 0:
+                self.prefill_points.append((float(isl), record.ttft_s / analytic))
+
+    # -- ratios ---------------------------------------------------------------------------
+    def _table(self, width: int) -> tuple[np.ndarray, np.ndarray]:
+        if width not in self._tables:
+            by_batch: dict[int, list[float]] = {}
+            for p in self.points:
+                oracle = self._oracles[p.regime_key]
+                den = oracle.step(StepBatch(decode_context=np.full(p.batch, p.context),
+                                            width=width)).seconds
+                by_batch.setdefault(p.batch, []).append(math.log(p.measured_s / den))
+            batches = np.array(sorted(by_batch), dtype=np.float64)
+            ratios = np.array([math.exp(float(np.mean(by_batch[int(b)]))) for b in batches])
+            self._tables[width] = (np.log(batches), ratios)
+        return self._tables[width]
+
+    def decode_ratio(self, n: int, width: int | None = None) -> float:
+        """measured/analytic(anchor) for a target batch of ``n`` decoding sequences."""
+        width = self.width if width is None else width
+        if not self.calibrated or n <= 0:
+            return 1.0
+        key = (n, width)
+        r = self._ratio_cache.get(key)
+        if r is None:
+            logb, ratios = self._table(width)
+            # np.interp clamps at the ends: never extrapolates a trend past the sweep.
+            r = float(np.interp(math.log(n), logb, ratios))
+            self._ratio_cache[key] = r
+        return r
+
+    def prefill_ratio(self, batch: StepBatch) -> float:
+        if not self._prefill_calibrated or not batch.prefill_tokens.size:
+            return 1.0
+        reach = batch.prefill_resident + batch.prefill_tokens
+        weights = batch.prefill_tokens
+        at = float(np.exp(np.sum(weights * np.log(np.maximum(reach, 1.0))) /
+                          max(float(weights.sum()), 1e-12)))
+        isls = np.log([p[0] for p in self.prefill_points])
+        ratios = np.array([p[1] for p in self.prefill_points])
+        return float(np.interp(math.log(at), isls, ratios))
+
+    # -- the interface --------------------------------------------------------------------
+    def step(self, batch: StepBatch) -> StepCost:
+        whole = self.analytic.step(batch)
+        if not self.calibrated:
+            return whole
+        rd = self.decode_ratio(batch.n_decode, batch.width)
+        if not batch.prefill_tokens.size:
+            breakdown = {k: rd * v for k, v in whole.breakdown.items()}
+            return StepCost(seconds=rd * whole.seconds, breakdown=breakdown)
+        rp = self.prefill_ratio(batch)
+        if batch.n_decode == 0:
+            breakdown = {k: rp * v for k, v in whole.breakdown.items()}
+            return StepCost(seconds=rp * whole.seconds, breakdown=breakdown)
+        dec = self.analytic.step(StepBatch(decode_context=batch.decode_context,
+                                           width=batch.width))
+        breakdown = {}
+        for k, v in whole.breakdown.items():
+            d = dec.breakdown.get(k, 0.0)
+            breakdown[k] = rd * d + rp * (v - d)
+        seconds = rd * dec.seconds + rp * (whole.seconds - dec.seconds)
+        return StepCost(seconds=seconds, breakdown=breakdown)
+
+    def step_group(self, batches: list[StepBatch]) -> StepCost:
+        """Lockstep attention-DP ranks: the analytic group step, transported like one step of
+        the combined batch (decode ratio at the combined decode count, or the prefill ratio
+        when any rank prefills)."""
+        whole = self.analytic.step_group(batches)
+        if not self.calibrated:
+            return whole
+        if any(b.prefill_tokens.size for b in batches):
+            combined = StepBatch(
+                prefill_tokens=np.concatenate([b.prefill_tokens for b in batches]),
+                prefill_resident=np.concatenate([b.prefill_resident for b in batches]),
+                prefill_samples=sum(b.prefill_samples for b in batches),
+                decode_context=np.concatenate([b.decode_context for b in batches]),
+                width=batches[0].width)
+            ratio = self.prefill_ratio(combined)
+        else:
+            ratio = self.decode_ratio(sum(b.n_decode for b in batches), batches[0].width)
+        return StepCost(seconds=ratio * whole.seconds,
+                        breakdown={k: ratio * v for k, v in whole.breakdown.items()})
+
+    def decode_steps(self, ctx0: np.ndarray, steps: int, advance: float, width: int) -> np.ndarray:
+        times = self.analytic.decode_steps(ctx0, steps, advance, width)
+        if not self.calibrated:
+            return times
+        return self.decode_ratio(int(ctx0.size), width) * times
+
+    # -- report ---------------------------------------------------------------------------
+    def _report(self) -> dict[str, Any]:
+        res = self.result
+        refused = res.refused_by_axis() if res is not None else {}
+        crossed = bool(res.crossed_build) if res is not None else False
+        notes = list(res.notes) if res is not None else []
+        notes += self._notes
+        if not self.calibrated:
+            if res is None:
+                reason = "no anchor store: the oracle is the analytic model"
+            elif not res.usable:
+                reason = "no usable anchor: the oracle falls back to the analytic model"
+                if refused:
+                    top = ", ".join(f"{a} {n}" for a, n in list(refused.items())[:4])
+                    reason += f" ({len(res.refused)} refused; by axis: {top})"
+            else:
+                reason = ("no usable anchor records a closed-loop decode step: the oracle falls "
+                          "back to the analytic model")
+            if reason not in notes:
+                notes.insert(0, reason)
+            return {"mode": "analytic", "note": reason, "anchors_used": [],
+                    "refused": refused, "crossed_build": crossed, "notes": notes,
+                    "fallback": reason, "prefill": "analytic", "decode_ratio": {}}
+        logb, ratios = self._table(self.width)
+        table = {int(round(math.exp(b))): round(float(r), 4) for b, r in zip(logb, ratios, strict=True)}
+        prefill = "calibrated" if self._prefill_calibrated else "analytic"
+        if prefill == "analytic" and not any("prefill" in n for n in notes):
+            notes.append("prefill and TTFT stay analytic: no prefill curve was fitted")
+        used = [p.id for p in self.points]
+        lo, hi = min(table), max(table)
+        note = (f"{len(used)} anchor(s), decode ratio {min(table.values()):.3g}-"
+                f"{max(table.values()):.3g} over concurrency {lo}-{hi} (clamped outside); "
+                f"prefill {prefill}" + ("; build crossed" if crossed else ""))
+        out = {"mode": "anchored", "note": note, "anchors_used": used, "refused": refused,
+               "crossed_build": crossed, "notes": notes, "fallback": None, "prefill": prefill,
+               "decode_ratio": table}
+        if self._prefill_calibrated:
+            out["prefill_ratio"] = {int(i): round(r, 4) for i, r in self.prefill_points}
+        return out
+
+
+def _analytic_prefill_seconds(oracle: AnalyticOracle, isl: int) -> float:
+    """One prompt alone, in the engine's prefill chunks, at the context already resident."""
+    chunk = max(1, int(oracle.scenario.engine.chunked_prefill_size))
+    total, done = 0.0, 0
+    while done < isl:
+        c = min(chunk, isl - done)
+        last = done + c >= isl
+        total += oracle.step(StepBatch(prefill_tokens=np.array([float(c)]),
+                                       prefill_resident=np.array([float(done)]),
+                                       prefill_samples=1 if last else 0)).seconds
+        done += c
+    return total
+
+
+# ---------------------------------------------------------------- the default store
+
+_STORE_CACHE: dict[str, tuple[tuple, Any]] = {}
+
+
+def _signature(root: Path) -> tuple:
+    if root.is_file():
+        st = root.stat()
+        return ((str(root), st.st_mtime_ns, st.st_size),)
+    return tuple(sorted((str(p), p.stat().st_mtime_ns, p.stat().st_size)
+                        for p in root.rglob("*")
+                        if p.suffix in (".json", ".yaml", ".yml") and p.is_file()
+                        and not p.name.startswith(".")))
+
+
+def default_store(path: str | Path | None = None):
+    """The shipped ``anchors/`` store (or ``path``), loaded once per change of its files;
+    ``None`` when the folder does not exist."""
+    from inferasim.anchors.store import DEFAULT_ANCHOR_DIR, AnchorStore
+
+    root = Path(path) if path is not None else DEFAULT_ANCHOR_DIR
+    if not root.exists():
+        return None
+    sig = _signature(root)
+    hit = _STORE_CACHE.get(str(root))
+    if hit is not None and hit[0] == sig:
+        return hit[1]
+    store = AnchorStore.load(root)
+    _STORE_CACHE[str(root)] = (sig, store)
+    return store
+
+
+def oracle_for(scenario: Scenario, knobs: Knobs | None = None, store=None, *,
+               rank_level: bool = False):
+    """The oracle a replay uses: calibrated from ``store`` (default: the shipped ``anchors/``)
+    when it has usable anchors for ``scenario``, else analytic — the report says which and why."""
+    if store is None:
+        store = default_store()
+    return CalibratedOracle(scenario, store, knobs, rank_level=rank_level)

@@ -1,0 +1,85 @@
+"""``inferasim anchors validate``: leave-one-out within each regime and build."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from inferasim.anchors.store import AnchorStore
+from inferasim.anchors.validate import validate_store
+from inferasim.cli.main import cli
+
+REGIME = {"model": "deepseek-r1", "engine": "sglang", "gpu": "mi355x", "weight_dtype": "fp8",
+          "spec_method": "none", "tp": 8, "ep": 1, "dp_attention": 1, "num_gpus": 8}
+ISL, OSL = 1024, 256
+
+
+def anchor(conc: int, step: float, *, build: str = "lmsysorg/sglang:v0.5.9-rocm700-mi35x",
+           engine: str = "sglang", regime: dict | None = None) -> dict:
+    e2e = 0.1 + OSL * step
+    return {
+        "id": f"t-{engine}-{build.rsplit(':', 1)[-1]}-c{conc}",
+        "provenance": {"source": "test", "image": build},
+        "regime": {**(regime or REGIME), "engine": engine},
+        "workload": {"isl": ISL, "osl": OSL, "concurrency": conc},
+        "measurements": {"itl_median_s": step, "tpot_mean_s": step, "ttft_mean_s": 0.1,
+                         "e2e_mean_s": e2e,
+                         "tput_per_gpu_total": conc * (ISL + OSL) / e2e / 8 * 0.9},
+    }
+
+
+def write_store(tmp_path) -> str:
+    anchors = [anchor(2, 0.0095), anchor(4, 0.0100), anchor(8, 0.0108),
+               # another build of the same regime: alone in its group, never mixed in
+               anchor(4, 0.0300, build="lmsysorg/sglang:v0.5.12-rocm700-mi35x"),
+               anchor(4, 0.0100, engine="trt", build="nvcr.io/trt:1.3.0")]
+    path = tmp_path / "small.json"
+    path.write_text(json.dumps({"schema_version": 1, "anchors": anchors}))
+    return str(path)
+
+
+def test_leave_one_out_stays_within_regime_and_build(tmp_path):
+    results = validate_store(AnchorStore.load(write_store(tmp_path)))
+    by_key = {g.key: g for g in results}
+    scored = [g for g in results if g.predictions]
+    assert len(scored) == 1
+    group = scored[0]
+    assert group.template == "dsr1-mi355x-sglang-fp8-tp8.yaml"
+    assert sorted(p.concurrency for p in group.predictions) == [2, 4, 8]
+    # the v0.5.12 anchor (3x slower) is never used to predict a v0.5.9 one
+    for p in group.predictions:
+        assert abs(p.error("tpot")) < 0.2
+        assert p.method == "replay" and p.replay_requests >= 100
+    skipped = {k: g.skipped for k, g in by_key.items() if g.skipped}
+    assert any("needs 2" in why for why in skipped.values())
+    assert any("trt is not modelled" in why for why in skipped.values())
+
+
+def test_validate_cli_table_and_json(tmp_path):
+    folder = write_store(tmp_path)
+    runner = CliRunner()
+    result = runner.invoke(cli, ["anchors", "validate", folder])
+    assert result.exit_code == 0, result.output
+    assert "tput/GPU" in result.output and "TPOT" in result.output and "TTFT" in result.output
+    assert "skipped 2 group(s)" in result.output
+    result = runner.invoke(cli, ["anchors", "validate", folder, "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["overall"]["tpot"]["n"] == 3
+    assert data["overall"]["tput_per_gpu"]["median_abs"] is not None
+    group = next(g for g in data["groups"] if g["predictions"])
+    assert set(group["stats"]) == {"tput_per_gpu", "tpot", "ttft"}
+    assert {"median_abs", "p90_abs"} <= set(group["stats"]["tpot"])
+    pred = group["predictions"][0]
+    assert set(pred["error"]) == {"tput_per_gpu", "tpot", "ttft"}
+
+
+def test_validate_bad_folder_exits_2(tmp_path):
+    result = CliRunner().invoke(cli, ["anchors", "validate", str(tmp_path / "missing")])
+    assert result.exit_code == 2
+    assert "anchor folder not found" in result.output
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    result = CliRunner().invoke(cli, ["anchors", "validate", str(bad)])
+    assert result.exit_code == 2

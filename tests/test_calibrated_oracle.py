@@ -1,0 +1,193 @@
+"""The anchor-calibrated oracle: a measured step moved to the target by the whole analytic step
+(design.md; behaviour.md 1 and 3 "Transport by the whole step", "The fitted KV stream scales
+with the target's KV width")."""
+
+from __future__ import annotations
+
+import attrs
+import numpy as np
+import pytest
+
+from inferasim.anchors.record import AnchorRecord
+from inferasim.anchors.store import AnchorStore
+from inferasim.config.catalog import REPO_ROOT
+from inferasim.config.loader import load_scenario
+from inferasim.cost.calibrated import CalibratedOracle, oracle_for
+from inferasim.cost.oracle import AnalyticOracle, StepBatch
+from inferasim.serve.simulation import simulate
+
+SCENARIO = REPO_ROOT / "scenarios" / "inferencemax" / "dsr1-mi355x-sglang-fp8-tp8.yaml"
+ISL, OSL = 1024, 8192
+CTX = ISL + OSL / 2
+# A measured decode step per concurrency (seconds): not the analytic shape, on purpose.
+MEASURED = {4: 0.0110, 16: 0.0150, 64: 0.0260}
+
+
+def record(conc: int, step: float, *, gpu: str = "mi355x", isl: int = ISL, osl: int = OSL,
+           ttft: float | None = None, kv: str | None = None, dpa: int = 1) -> AnchorRecord:
+    regime = {"model": "deepseek-r1", "engine": "sglang", "gpu": gpu, "weight_dtype": "fp8",
+              "spec_method": "none", "tp": 8, "ep": 1, "dp_attention": dpa, "num_gpus": 8}
+    if kv:
+        regime["kv_dtype"] = kv
+    return AnchorRecord.from_dict({
+        "id": f"t-{gpu}-{isl}-{osl}-c{conc}", "provenance": {"source": "test"},
+        "regime": regime,
+        "workload": {"isl": isl, "osl": osl, "concurrency": conc},
+        "measurements": {"itl_median_s": step, "tpot_mean_s": step,
+                         **({"ttft_median_s": ttft} if ttft else {})},
+    })
+
+
+@pytest.fixture(scope="module")
+def scenario():
+    return load_scenario(SCENARIO, ["engine.version="])
+
+
+@pytest.fixture(scope="module")
+def store():
+    return AnchorStore([record(c, s) for c, s in MEASURED.items()])
+
+
+def with_kv(scenario, kv: str):
+    return attrs.evolve(scenario, engine=attrs.evolve(scenario.engine, kv_dtype=kv))
+
+
+def decode(oracle, n: int, ctx: float = CTX) -> float:
+    return oracle.step(StepBatch(decode_context=np.full(n, float(ctx)))).seconds
+
+
+def test_transport_ratio_is_measured_at_the_anchors_own_point(scenario, store):
+    oracle = CalibratedOracle(scenario, store)
+    assert oracle.calibration["mode"] == "anchored"
+    assert sorted(oracle.calibration["anchors_used"]) == sorted(r.id for r in store)
+    for conc, step in MEASURED.items():
+        assert decode(oracle, conc) == pytest.approx(step, rel=1e-9)
+    # between anchors the ratio is interpolated, outside it is clamped (never extrapolated)
+    r4, r16, r64 = (oracle.decode_ratio(c) for c in (4, 16, 64))
+    assert min(r4, r16) <= oracle.decode_ratio(8) <= max(r4, r16)
+    assert oracle.decode_ratio(1) == pytest.approx(r4)
+    assert oracle.decode_ratio(512) == pytest.approx(r64)
+
+
+def test_the_whole_step_is_transported_fixed_costs_included(scenario, store):
+    oracle = CalibratedOracle(scenario, store)
+    whole = oracle.analytic.step(StepBatch(decode_context=np.full(16, CTX)))
+    assert whole.breakdown["overhead"] > 0
+    cost = oracle.step(StepBatch(decode_context=np.full(16, CTX)))
+    ratio = oracle.decode_ratio(16)
+    assert cost.seconds == pytest.approx(ratio * whole.seconds)
+    assert cost.breakdown["overhead"] == pytest.approx(ratio * whole.breakdown["overhead"])
+    assert cost.seconds == pytest.approx(sum(cost.breakdown.values()))
+
+
+def test_twice_the_context_costs_more(scenario, store):
+    oracle = CalibratedOracle(scenario, store)
+    assert decode(oracle, 16, 2 * CTX) > decode(oracle, 16, CTX)
+    assert decode(oracle, 64, 2 * CTX) > decode(oracle, 64, CTX)
+
+
+def test_fp8_and_bf16_kv_project_differently(scenario, store):
+    # The anchors do not record their KV dtype: skipped, read as the target's, never guessed.
+    bf16 = CalibratedOracle(with_kv(scenario, "bf16"), store)
+    fp8 = CalibratedOracle(with_kv(scenario, "fp8"), store)
+    assert any("KV dtype" in n for n in fp8.calibration["notes"])
+    for oracle in (bf16, fp8):
+        assert decode(oracle, 64) == pytest.approx(MEASURED[64], rel=1e-9)
+    # away from the anchor's point the KV delta is carried at the target's width
+    grow_bf16 = decode(bf16, 64, 4 * CTX) / decode(bf16, 64, CTX)
+    grow_fp8 = decode(fp8, 64, 4 * CTX) / decode(fp8, 64, CTX)
+    assert 1.0 < grow_fp8 < grow_bf16
+    assert decode(fp8, 64, 4 * CTX) < decode(bf16, 64, 4 * CTX)
+
+
+def test_an_anchor_that_records_its_kv_width_transports_it(scenario):
+    # An fp8-KV anchor priced for an fp8 target: the KV stream is the anchor's own width.
+    fp8_anchor = AnchorStore([record(c, s, kv="fp8") for c, s in MEASURED.items()])
+    fp8 = CalibratedOracle(with_kv(scenario, "fp8"), fp8_anchor)
+    assert fp8.calibration["mode"] == "anchored"
+    assert decode(fp8, 16) == pytest.approx(MEASURED[16], rel=1e-9)
+    # a bf16 target is refused by the regime (kv_dtype is a regime axis)
+    bf16 = CalibratedOracle(with_kv(scenario, "bf16"), fp8_anchor)
+    assert bf16.calibration["mode"] == "analytic"
+    assert bf16.calibration["refused"] == {"kv_dtype": 3}
+
+
+def test_no_usable_anchor_falls_back_to_analytic_with_the_reason(scenario):
+    other_part = AnchorStore([record(16, 0.015, gpu="mi325x")])
+    oracle = CalibratedOracle(scenario, other_part)
+    cal = oracle.calibration
+    assert cal["mode"] == "analytic" and cal["anchors_used"] == []
+    assert "no usable anchor" in cal["fallback"] and "gpu" in cal["fallback"]
+    assert cal["refused"] == {"gpu": 1}
+    analytic = AnalyticOracle(scenario)
+    batch = StepBatch(decode_context=np.full(16, CTX))
+    assert oracle.step(batch).seconds == analytic.step(batch).seconds
+    assert CalibratedOracle(scenario, None).calibration["mode"] == "analytic"
+
+
+def test_decode_steps_equal_single_steps(scenario, store):
+    oracle = CalibratedOracle(scenario, store)
+    for n in (3, 8, 40, 100):
+        ctx0 = np.linspace(1100.0, 9000.0, n)
+        many = oracle.decode_steps(ctx0, 7, 1.0, 1)
+        singles = [oracle.step(StepBatch(decode_context=ctx0 + j)).seconds for j in range(7)]
+        np.testing.assert_allclose(many, singles, rtol=1e-12)
+
+
+def test_prefill_stays_analytic_when_the_probe_is_refused(scenario, store):
+    oracle = CalibratedOracle(scenario, store)
+    cal = oracle.calibration
+    assert cal["prefill"] == "analytic"
+    assert any("prefill" in n for n in cal["notes"])
+    prefill = StepBatch(prefill_tokens=np.array([1024.0]), prefill_resident=np.array([0.0]),
+                        prefill_samples=1)
+    assert oracle.step(prefill).seconds == oracle.analytic.step(prefill).seconds
+    # a mixed step: the decode part calibrated, the prefill part analytic
+    mixed = StepBatch(prefill_tokens=np.array([1024.0]), prefill_resident=np.array([0.0]),
+                      prefill_samples=1, decode_context=np.full(16, CTX))
+    dec = oracle.analytic.step(StepBatch(decode_context=np.full(16, CTX))).seconds
+    whole = oracle.analytic.step(mixed).seconds
+    assert oracle.step(mixed).seconds == pytest.approx(
+        oracle.decode_ratio(16) * dec + (whole - dec))
+
+
+def test_prefill_is_scaled_by_a_fitted_ttft_ratio_when_covered(scenario):
+    isls = (1024, 4096, 16384)
+    records = [record(16, 0.015, isl=i, osl=1024, ttft=0.05 * i / 1024) for i in isls]
+    records += [record(1, 0.01, isl=i, osl=1024, ttft=0.02 * i / 1024) for i in isls]
+    target = attrs.evolve(scenario, workload=attrs.evolve(scenario.workload, isl=4096))
+    oracle = CalibratedOracle(target, AnchorStore(records))
+    cal = oracle.calibration
+    assert cal["prefill"] == "calibrated" and len(cal["prefill_ratio"]) == 3
+    prefill = StepBatch(prefill_tokens=np.array([1024.0]), prefill_resident=np.array([0.0]),
+                        prefill_samples=1)
+    ratio = oracle.prefill_ratio(prefill)
+    assert ratio != pytest.approx(1.0)
+    # the lowest-concurrency anchor at ISL 1024 is reproduced by a lone prompt's prefill
+    assert oracle.step(prefill).seconds == pytest.approx(0.02, rel=1e-6)
+
+
+def test_attention_dp_ranks_priced_apart_see_the_anchor_at_their_own_batch(scenario):
+    dpa = attrs.evolve(scenario, parallel=attrs.evolve(scenario.parallel, dp_attention=8))
+    store = AnchorStore([record(c, s, dpa=8) for c, s in MEASURED.items()])
+    shared = CalibratedOracle(dpa, store)
+    ranks = CalibratedOracle(dpa, store, rank_level=True)
+    assert shared.calibration["mode"] == ranks.calibration["mode"] == "anchored"
+    # concurrency 64 over 8 ranks: one scheduler holds 64, a rank holds 8
+    assert decode(shared, 64) == pytest.approx(MEASURED[64], rel=1e-9)
+    assert decode(ranks, 8) == pytest.approx(MEASURED[64], rel=1e-9)
+    ctx0 = np.linspace(1100.0, 9000.0, 6)
+    np.testing.assert_allclose(
+        ranks.decode_steps(ctx0, 4, 1.0, 1),
+        [ranks.step(StepBatch(decode_context=ctx0 + j)).seconds for j in range(4)], rtol=1e-12)
+
+
+def test_simulate_uses_the_shipped_anchors_and_keeps_injection(scenario):
+    short = load_scenario(SCENARIO, ["workload.duration_s=30", "workload.concurrency=8",
+                                     "workload.osl=512"])
+    assert oracle_for(short).calibration["mode"] == "anchored"
+    result = simulate(short)
+    assert result.calibration["mode"] == "anchored"
+    assert result.calibration["prefill"] == "analytic"
+    injected = simulate(short, oracle=AnalyticOracle(short))
+    assert injected.calibration["mode"] == "analytic"
