@@ -29,6 +29,7 @@ def cli() -> None:
 def _register() -> None:
     from inferasim.cli import (
         anchors_cmd,
+        compare_cmd,
         describe_cmd,
         harvest_cmd,
         knobs_cmd,
@@ -44,6 +45,7 @@ def _register() -> None:
     cli.add_command(anchors_cmd.anchors)
     cli.add_command(trace_cmd.trace)
     cli.add_command(harvest_cmd.harvest)
+    cli.add_command(compare_cmd.compare)
 
 
 _register()

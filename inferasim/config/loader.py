@@ -50,12 +50,39 @@ def resolve(data: dict[str, Any], origins: dict[str, str], path: str, *,
 
     scenario = Scenario(name=spec.name, description=spec.description, path=str(path),
                         model=model, gpu=gpu, engine=engine, parallel=spec.parallel,
-                        speculative=spec.speculative, workload=spec.workload, sim=spec.sim)
+                        speculative=spec.speculative, workload=spec.workload, sim=spec.sim,
+                        topology=spec.topology)
     # Imported here: the layout checks live with the memory math they depend on.
     from inferasim.arch.layout import check_layout
 
     check_layout(scenario, origins, path, check_fit=check_fit)
+    if scenario.topology.kind == "disaggregated":
+        for role in ("prefill", "decode"):
+            pool_scenario(scenario, role, origins)  # each pool's layout must hold too
     return scenario
+
+
+def pool_scenario(scenario: Scenario, role: str, origins: dict[str, str] | None = None,
+                  *, check_fit: bool = True) -> Scenario:
+    """The scenario one pool of a disaggregated deployment runs: its parallel layout and
+    engine keys over the scenario's own."""
+    import attrs
+
+    from inferasim.config.scenario import ParallelSpec
+
+    pool = getattr(scenario.topology, role)
+    origins = origins or {}
+    prefix = f"topology.{role}"
+    par = build_spec(ParallelSpec, {**spec_to_dict(scenario.parallel), **pool.parallel},
+                     prefix=f"{prefix}.parallel", origins=origins, default_file=scenario.path)
+    engine = build_spec(EngineSpec, deep_merge(spec_to_dict(scenario.engine), pool.engine),
+                        prefix=f"{prefix}.engine", origins=origins, default_file=scenario.path)
+    out = attrs.evolve(scenario, parallel=par, engine=engine)
+    from inferasim.arch.layout import check_layout
+
+    check_layout(out, {k.replace(f"{prefix}.", ""): v for k, v in origins.items()},
+                 scenario.path, check_fit=check_fit)
+    return out
 
 
 def load_scenario(path: str | Path | None = None, overrides: list[str] | None = None, *,

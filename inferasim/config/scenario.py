@@ -59,6 +59,10 @@ class EngineSpec:
     step_overhead_s: float = 0.0
     # SGLang's admission reserves each new request's remaining output (clipped) and each
     # running request's at ``new_token_ratio``; vLLM reserves nothing for outputs.
+    # Opt-in host-side TTFT term per uncached prompt token (behaviour.md 5); 0 = off.
+    uncached_prompt_latency_us: float = 0.0
+    # At most this many uncached tokens are charged; 0 = no cap.
+    uncached_prompt_latency_max_tokens: int = 0
     reserve_output_on_admission: bool = False
     output_reserve_clip: int = 4096
     new_token_ratio_init: float = 0.7
@@ -92,6 +96,14 @@ class SpeculativeSpec:
     @property
     def verify_width(self) -> int:
         return 1 + (self.draft_tokens if self.method != "none" else 0)
+
+    @property
+    def tokens_per_step(self) -> float:
+        """Tokens a verify step emits on average: the bonus token plus each draft accepted
+        in turn (acceptance is per draft position, conditional on the previous)."""
+        if self.method == "none":
+            return 1.0
+        return 1.0 + sum(self.acceptance**i for i in range(1, self.draft_tokens + 1))
 
 
 @attrs.frozen
@@ -155,6 +167,42 @@ class WorkloadSpec:
     synthetic: SyntheticSpec = attrs.field(factory=SyntheticSpec)
 
 
+ROUTERS = ("round-robin", "least-loaded", "prefix-affinity")
+
+
+@attrs.frozen
+class PoolSpec:
+    """One pool of a disaggregated deployment: its instances and what differs from the scenario."""
+
+    instances: int = 1
+    # Parallel layout and engine keys of this pool's instances, over the scenario's own.
+    parallel: dict[str, int] = attrs.field(factory=dict)
+    engine: dict[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class TopologySpec:
+    kind: str = attrs.field(default="colocated", metadata=choices("colocated", "disaggregated"))
+    # Colocated: identical engine instances behind one router.
+    instances: int = 1
+    router: str = attrs.field(default="least-loaded", metadata=choices(*ROUTERS))
+    # How requests are spread over the attention-DP ranks of one instance
+    # (SGLang: round robin; vLLM: least loaded).
+    rank_router: str = attrs.field(default="round-robin", metadata=choices(*ROUTERS))
+    prefill: PoolSpec = attrs.field(factory=PoolSpec)
+    decode: PoolSpec = attrs.field(factory=PoolSpec)
+    # The prefill -> decode KV link: aggregate GB/s between a prefill and a decode instance,
+    # and the fixed latency of one transfer.
+    link_bandwidth_gbs: float = 100.0
+    link_latency_us: float = 50.0
+
+    def __attrs_post_init__(self) -> None:
+        if self.instances < 1 or self.prefill.instances < 1 or self.decode.instances < 1:
+            raise ValueError("instance counts must be at least 1")
+        if self.link_bandwidth_gbs <= 0:
+            raise ValueError("link_bandwidth_gbs must be positive")
+
+
 @attrs.frozen
 class SimSpec:
     # Simulate every engine step instead of advancing steady decode in macro-steps.
@@ -175,6 +223,7 @@ class ScenarioSpec:
     parallel: ParallelSpec = attrs.field(factory=ParallelSpec)
     speculative: SpeculativeSpec = attrs.field(factory=SpeculativeSpec)
     workload: WorkloadSpec = attrs.field(factory=WorkloadSpec)
+    topology: TopologySpec = attrs.field(factory=TopologySpec)
     sim: SimSpec = attrs.field(factory=SimSpec)
 
 
@@ -192,6 +241,7 @@ class Scenario:
     speculative: SpeculativeSpec
     workload: WorkloadSpec
     sim: SimSpec
+    topology: TopologySpec = attrs.field(factory=TopologySpec)
 
     @property
     def weight_dtype(self) -> str:
@@ -204,6 +254,15 @@ class Scenario:
     @property
     def gpus_per_instance(self) -> int:
         return self.parallel.tp
+
+    @property
+    def total_gpus(self) -> int:
+        topo = self.topology
+        if topo.kind == "colocated":
+            return topo.instances * self.parallel.tp
+        tp = self.parallel.tp
+        return (topo.prefill.instances * topo.prefill.parallel.get("tp", tp)
+                + topo.decode.instances * topo.decode.parallel.get("tp", tp))
 
     def evolve(self, **sections: Any) -> Scenario:
         return attrs.evolve(self, **sections)

@@ -15,10 +15,11 @@ import attrs
 import numpy as np
 
 from inferasim.arch.attention import attention_for
+from inferasim.arch.params import param_counts
+from inferasim.arch.sparse_attention import decode_attention_cost
 from inferasim.arch.work import StepWork, step_work
 from inferasim.config.knobs import Knobs
 from inferasim.config.scenario import Scenario
-from inferasim.arch.sparse_attention import decode_attention_cost
 from inferasim.cost.attention_time import kind_attention_seconds
 
 _EMPTY = np.zeros(0, dtype=np.float64)
@@ -55,7 +56,10 @@ class AnalyticOracle:
     calibration = {"mode": "analytic", "anchors_used": [], "refused": [],
                    "note": "no anchors consulted: analytic roofline with the GPU base's efficiencies"}
 
-    def __init__(self, scenario: Scenario, knobs: Knobs | None = None):
+    def __init__(self, scenario: Scenario, knobs: Knobs | None = None, *,
+                 rank_level: bool = False):
+        """``rank_level``: batches are one attention-DP rank's own (the ranks are simulated
+        apart); otherwise one scheduler stands for all ranks and attention is shared out."""
         self.scenario = scenario
         self.knobs = knobs or Knobs()
         self.gpu = scenario.gpu
@@ -65,11 +69,20 @@ class AnalyticOracle:
         par = scenario.parallel
         self.attn_tp = par.attn_tp
         self.dp = par.dp_attention
+        self.dp_split = 1 if rank_level else par.dp_attention
         latent_replicated = (scenario.model.attention.kind.startswith("mla")
                              or scenario.model.attention.kind == "dsv4_compressed") \
             and not scenario.engine.mla_latent_sharded
         self.kv_divisor = 1.0 if latent_replicated else float(self.attn_tp)
         self.fixed_s = self.gpu.step_overhead_s + scenario.engine.step_overhead_s
+        spec = scenario.speculative
+        self.draft_tokens = spec.draft_tokens if spec.method != "none" else 0
+        counts = param_counts(scenario.model)
+        # The draft runs once per draft token: the MTP module, or (EAGLE3, DSpark) a
+        # one-layer draft head of about the same size.
+        self.draft_params = (counts.mtp or counts.attention // max(scenario.model.num_layers, 1)
+                             + 3 * scenario.model.hidden_size ** 2) / par.tp
+        self.draft_dtype = "fp8" if scenario.weight_dtype != "bf16" else "bf16"
 
     # -- pieces -------------------------------------------------------------------------
     def _gemm_seconds(self, tokens: float, samples: float) -> dict[str, float]:
@@ -103,6 +116,15 @@ class AnalyticOracle:
             t += w.alltoall_bytes_per_token * tokens / bw + 2 * gpu.collective_latency_s
         return t
 
+    def _draft_seconds(self, n_decode: int) -> float:
+        if not self.draft_tokens or n_decode == 0:
+            return 0.0
+        gpu, eff = self.gpu, self.gpu.efficiency
+        compute = 2.0 * self.draft_params * n_decode / (gpu.peak_flops(self.draft_dtype) * eff.gemm)
+        memory = self.draft_params * (1.0 if self.draft_dtype == "fp8" else 2.0) \
+            / (gpu.hbm_bw * eff.memory)
+        return self.draft_tokens * (max(compute, memory) + gpu.step_overhead_s * 0.1)
+
     def _decode_phase(self) -> str:
         return "dpa-decode" if self.dp > 1 else "decode"
 
@@ -113,9 +135,9 @@ class AnalyticOracle:
         secs = kind_attention_seconds(self.attention, cost, self.gpu, phase=phase,
                                       attn_tp=self.attn_tp, kv_bytes_divisor=self.kv_divisor,
                                       kv_dtype=self.kv_dtype)
-        if self.dp > 1:
+        if self.dp_split > 1:
             # Each DP rank attends its own share of the instance's sequences in parallel.
-            secs = {k: v / self.dp for k, v in secs.items()}
+            secs = {k: v / self.dp_split for k, v in secs.items()}
         return secs
 
     def _prefill_attention(self, chunk: np.ndarray, resident: np.ndarray) -> dict[str, np.ndarray]:
@@ -123,8 +145,8 @@ class AnalyticOracle:
         secs = kind_attention_seconds(self.attention, cost, self.gpu, phase="prefill",
                                       attn_tp=self.attn_tp, kv_bytes_divisor=self.kv_divisor,
                                       kv_dtype=self.kv_dtype)
-        if self.dp > 1:
-            secs = {k: v / self.dp for k, v in secs.items()}
+        if self.dp_split > 1:
+            secs = {k: v / self.dp_split for k, v in secs.items()}
         return secs
 
     # -- the interface ------------------------------------------------------------------
@@ -132,16 +154,41 @@ class AnalyticOracle:
         tokens = float(batch.forward_tokens)
         samples = float(batch.prefill_samples + batch.n_decode * batch.width)
         breakdown = self._gemm_seconds(tokens, samples)
+        breakdown.update(self._attention_seconds(batch))
+        breakdown["communication"] = self._comm_seconds(tokens)
+        if self.draft_tokens and batch.n_decode:
+            breakdown["draft"] = self._draft_seconds(batch.n_decode)
+        breakdown["overhead"] = self.fixed_s
+        return StepCost(seconds=float(sum(breakdown.values())), breakdown=breakdown)
+
+    def step_group(self, batches: list[StepBatch]) -> StepCost:
+        """Attention-DP ranks stepping together: the dense and MoE layers run over the
+        combined tokens of all ranks, each rank attends its own sequences in parallel (the
+        slowest sets the pace), and the step ends for all at once."""
+        tokens = float(sum(b.forward_tokens for b in batches))
+        samples = float(sum(b.prefill_samples + b.n_decode * b.width for b in batches))
+        breakdown = self._gemm_seconds(tokens, samples)
+        attn = [self._attention_seconds(b) for b in batches]
+        slowest = max(range(len(batches)), key=lambda i: sum(attn[i].values())) if attn else 0
+        for term, secs in (attn[slowest].items() if attn else ()):
+            breakdown[term] = secs
+        breakdown["communication"] = self._comm_seconds(tokens)
+        n_decode = max((b.n_decode for b in batches), default=0)
+        if self.draft_tokens and n_decode:
+            breakdown["draft"] = self._draft_seconds(n_decode)
+        breakdown["overhead"] = self.fixed_s
+        return StepCost(seconds=float(sum(breakdown.values())), breakdown=breakdown)
+
+    def _attention_seconds(self, batch: StepBatch) -> dict[str, float]:
+        out: dict[str, float] = {}
         if batch.prefill_tokens.size:
             for term, secs in self._prefill_attention(batch.prefill_tokens,
                                                       batch.prefill_resident).items():
-                breakdown[f"attn_prefill_{term}"] = float(secs.sum())
+                out[f"attn_prefill_{term}"] = float(secs.sum())
         if batch.n_decode:
             for term, secs in self._decode_attention(batch.decode_context, batch.width).items():
-                breakdown[f"attn_decode_{term}"] = float(secs.sum())
-        breakdown["communication"] = self._comm_seconds(tokens)
-        breakdown["overhead"] = self.fixed_s
-        return StepCost(seconds=float(sum(breakdown.values())), breakdown=breakdown)
+                out[f"attn_decode_{term}"] = float(secs.sum())
+        return out
 
     def decode_steps(self, ctx0: np.ndarray, steps: int, advance: float, width: int) -> np.ndarray:
         """Seconds of ``steps`` consecutive decode steps of a steady batch.
@@ -152,7 +199,7 @@ class AnalyticOracle:
         n = ctx0.size
         tokens = float(n * width)
         fixed = sum(self._gemm_seconds(tokens, tokens).values()) + self._comm_seconds(tokens) \
-            + self.fixed_s
+            + self._draft_seconds(n) + self.fixed_s
         ctx = ctx0[None, :].astype(np.float64) + advance * np.arange(steps, dtype=np.float64)[:, None]
         per_seq = sum(self._decode_attention(ctx.ravel(), width).values())
         attn = np.asarray(per_seq, dtype=np.float64).reshape(steps, n).sum(axis=1)

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 COLUMNS = ("rid", "session", "turn", "instance", "arrival_s", "admitted_s", "first_token_s",
-           "finish_s", "prompt_tokens", "cached_tokens", "output_tokens", "preemptions", "failed")
+           "finish_s", "prompt_tokens", "cached_tokens", "output_tokens", "preemptions", "failed", "queue_s", "prefill_s", "transfer_s")
 
 
 def request_frame(requests: list) -> pd.DataFrame:
@@ -26,4 +26,14 @@ def request_frame(requests: list) -> pd.DataFrame:
         "preemptions": np.fromiter((r.preemptions for r in requests), np.int64, n),
         "failed": [r.failed for r in requests],
     }
+    # TTFT in its parts: queue (arrival to admission where the prompt is computed), prefill
+    # (to the first token), KV transfer (disaggregated: prefill done to decode-side arrival).
+    disagg = np.fromiter((np.isfinite(r.prefill_done) for r in requests), bool, n)
+    p_admit = np.fromiter((r.prefill_admitted for r in requests), np.float64, n)
+    admit = np.where(disagg, p_admit, cols["admitted_s"])
+    cols["queue_s"] = admit - cols["arrival_s"]
+    cols["prefill_s"] = cols["first_token_s"] - admit
+    cols["transfer_s"] = np.where(
+        disagg, np.fromiter((r.transfer_done - r.prefill_done for r in requests), np.float64, n),
+        0.0)
     return pd.DataFrame(cols, columns=list(COLUMNS))

@@ -23,8 +23,8 @@ def replay_summary(result) -> tuple[pd.DataFrame, dict[str, Any]]:
     evictions = sum(e.kv.cache.stats.evictions for e in result.engines) \
         * result.engines[0].kv.bt
     summary = summarize(frame, window_start_s=result.window_start_s, horizon_s=result.horizon_s,
-                        kv_pool_tokens=result.memory.kv_pool_tokens,
-                        gpus=result.scenario.gpus_per_instance * len(result.engines),
+                        kv_pool_tokens=result.kv_pool_tokens or result.memory.kv_pool_tokens,
+                        gpus=result.scenario.total_gpus,
                         calibration=result.calibration,
                         engine_stats=[e.stats for e in result.engines], evictions=evictions)
     return frame, summary

@@ -22,11 +22,6 @@ from inferasim.serve.policies import QUEUE_ORDERS, REQUEUE_FRONT, VICTIMS
 from inferasim.serve.scheduler import SCHEDULERS, Step
 
 
-def expected_advance(draft_tokens: int, acceptance: float) -> float:
-    """Tokens a verify step emits on average: the bonus token plus each draft accepted in turn."""
-    return 1.0 + sum(acceptance**i for i in range(1, draft_tokens + 1))
-
-
 class EngineStats:
     __slots__ = ("steps", "prefill_steps", "decode_steps", "mixed_steps", "macro_steps",
                  "preemptions", "busy_s", "occupancy")
@@ -42,7 +37,7 @@ class EngineStats:
 
 class EngineInstance:
     def __init__(self, env: simpy.Environment, scenario: Scenario, oracle, kv: KVManager,
-                 index: int = 0):
+                 index: int = 0, driven: bool = False):
         eng = scenario.engine
         self.env = env
         self.index = index
@@ -58,9 +53,10 @@ class EngineInstance:
         self._schedule = SCHEDULERS[eng.scheduler]
         spec = scenario.speculative
         self.width = spec.verify_width
-        self.advance = expected_advance(spec.draft_tokens, spec.acceptance) \
-            if spec.method != "none" else 1.0
+        self.advance = spec.tokens_per_step
         self.exact = scenario.sim.exact_steps
+        self._host_s_per_token = eng.uncached_prompt_latency_us * 1e-6
+        self._host_cap = eng.uncached_prompt_latency_max_tokens
         self.max_macro = max(1, scenario.sim.max_macro_steps)
         self._reserve_output = eng.reserve_output_on_admission
         self._reserve_clip = eng.output_reserve_clip
@@ -75,12 +71,16 @@ class EngineInstance:
         self._seq = 0
         self._wake: simpy.Event = env.event()
         self._in_macro = False
-        self.process = env.process(self._run())
+        self._group = None
+        self.process = env.process(self._run()) if not driven else None
 
     # -- requests in and out ------------------------------------------------------------
     def submit(self, req: LiveRequest) -> None:
         req.instance = self.index
         self.waiting.append(req)
+        if self._group is not None:
+            self._group.notify()
+            return
         if not self._wake.triggered:
             self._wake.succeed()
         if self._in_macro:
@@ -90,6 +90,13 @@ class EngineInstance:
     @property
     def load(self) -> int:
         return len(self.waiting) + len(self.running)
+
+    @property
+    def load_score(self) -> int:
+        return 4 * len(self.waiting) + len(self.running)
+
+    def peek(self, req: LiveRequest) -> int:
+        return self.kv.peek(req)
 
     def queue_order(self) -> list[LiveRequest]:
         return self._order(self.waiting, self.kv, self.lpm_max)
@@ -133,31 +140,42 @@ class EngineInstance:
         return victim
 
     # -- the process ----------------------------------------------------------------------
+    def form_step(self, now: float) -> Step | None:
+        """The next step's batch, or None when the instance has nothing to do."""
+        while self.waiting or self.running:
+            preempted_before = self.stats.preemptions
+            step = self._schedule(self, now)
+            if not step.empty:
+                return step
+            if self.stats.preemptions == preempted_before and not self.running:
+                # Nothing runs and the head of the queue cannot be admitted into an empty
+                # pool: it never will be. Refuse it, as an engine refuses a prompt longer
+                # than its KV capacity.
+                self._refuse(self.queue_order()[0])
+            # else everything was preempted while forming the step: form it again
+        return None
+
+    def wait_for_work(self):
+        self._wake = self.env.event()
+        return self._wake
+
     def _run(self):
         env = self.env
         while True:
-            if not self.waiting and not self.running:
-                self._wake = env.event()
-                yield self._wake
-                continue
-            now = env.now
-            preempted_before = self.stats.preemptions
-            step = self._schedule(self, now)
-            if step.empty:
-                if self.stats.preemptions == preempted_before and not self.running:
-                    # Nothing runs and the head of the queue cannot be admitted into an
-                    # empty pool: it never will be. Refuse it, as an engine refuses a
-                    # prompt longer than its KV capacity.
-                    self._refuse(self.queue_order()[0])
+            step = self.form_step(env.now)
+            if step is None:
+                yield self.wait_for_work()
                 continue
             k = 0 if self.exact else self._macro_length(step)
             if k >= 2:
                 yield from self._macro(step, k)
             else:
-                yield from self._single(step)
+                cost = self.oracle.step(self.batch(step))
+                yield env.timeout(cost.seconds)
+                self.apply_step(step, cost.seconds)
             self._sample_occupancy()
 
-    def _batch(self, step: Step) -> StepBatch:
+    def batch(self, step: Step) -> StepBatch:
         pre = step.prefills
         samples = sum(1 for r, c in pre if r.computed + c >= r.target)
         return StepBatch(
@@ -169,11 +187,10 @@ class EngineInstance:
             width=self.width,
         )
 
-    def _single(self, step: Step):
-        cost = self.oracle.step(self._batch(step))
-        yield self.env.timeout(cost.seconds)
+    def apply_step(self, step: Step, seconds: float) -> None:
+        """Account a step that ended now: chunks computed, tokens generated, requests done."""
         self.stats.steps += 1
-        self.stats.busy_s += cost.seconds
+        self.stats.busy_s += seconds
         if step.prefills and step.decodes:
             self.stats.mixed_steps += 1
         if step.prefills:
@@ -184,16 +201,21 @@ class EngineInstance:
         for req, chunk in step.prefills:
             req.computed += chunk
             if req.computed >= req.target:
-                self._prompt_done(req, now)
+                self.prompt_done(req, now)
         if step.decodes:
             self._apply_decode(step.decodes, 1, now)
         if self._reserve_output and not step.prefills and step.decodes:
             self.new_token_ratio = max(self._ratio_min, self.new_token_ratio - self._ratio_decay)
 
-    def _prompt_done(self, req: LiveRequest, now: float) -> None:
+    def prompt_done(self, req: LiveRequest, now: float) -> None:
         self.kv.prompt_done(req, now)
         if math.isnan(req.first_token):
-            req.first_token = now
+            # The host-side term (tokenisation, scheduling) charged per uncached prompt token
+            # delays the first token only.
+            uncached = req.spec.prompt_tokens - max(req.cached_first, 0)
+            if self._host_cap:
+                uncached = min(uncached, self._host_cap)
+            req.first_token = now + self._host_s_per_token * uncached
         # The step that completes a prompt samples one token.
         req.gen_base = req.generated + 1.0
         req.decode_steps = 0

@@ -57,6 +57,8 @@ class KVManager:
             return False
         self.pool.alloc_private(tail)
         req.private, req.node, req.tree_tokens, req.computed = tail, node, hit, hit
+        if req.prefilled:
+            req.computed = req.target  # the transferred KV lands in the allocated pages
         if req.cached_first < 0:
             req.cached_first = min(hit, req.spec.prompt_tokens)
         return True

@@ -36,6 +36,11 @@ class LiveRequest:
     finish: float = NAN
     preemptions: int = 0
     instance: int = 0
+    # Disaggregated serving: the prompt's KV arrives from a prefill instance.
+    prefilled: bool = False
+    prefill_admitted: float = NAN
+    prefill_done: float = NAN
+    transfer_done: float = NAN
     failed: str = ""         # why the server refused it (never admissible), else empty
 
     def __attrs_post_init__(self) -> None:

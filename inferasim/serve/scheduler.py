@@ -40,6 +40,9 @@ def _admit(eng: EngineInstance, step: Step, now: float, budget: int, one_chunk: 
         if not eng.kv.try_admit(req, now, eng.admission_reserve(req), eng.running_reserve()):
             break
         eng.start(req, now)
+        if req.computed >= req.target:
+            eng.prompt_done(req, now)  # KV arrived from a prefill instance: decode next step
+            continue
         chunk = min(req.target - req.computed, budget)
         step.prefills.append((req, chunk))
         budget -= chunk

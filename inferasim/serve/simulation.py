@@ -1,4 +1,4 @@
-"""Build one replay (workload, engine instance, oracle) on one SimPy clock and run it to the drain."""
+"""Build one replay (workload, serving topology, oracles) on one SimPy clock and run it to the drain."""
 
 from __future__ import annotations
 
@@ -9,10 +9,9 @@ import simpy
 from inferasim.arch.memory import MemoryPlan, memory_plan
 from inferasim.config.knobs import Knobs
 from inferasim.config.scenario import Scenario
-from inferasim.cost.oracle import AnalyticOracle
+from inferasim.cost.calibrated import oracle_for
 from inferasim.serve.clients import RequestLog, closed_loop_client, open_loop_arrivals
-from inferasim.serve.engine import EngineInstance
-from inferasim.serve.kv_manager import KVManager
+from inferasim.serve.topology import build_topology
 from inferasim.workload.sources import WorkloadSource, workload_source
 
 
@@ -27,6 +26,7 @@ class SimResult:
     end_s: float
     calibration: dict
     knobs: Knobs
+    kv_pool_tokens: int = 0
 
 
 def _rng(seed: int, name: str) -> np.random.Generator:
@@ -39,25 +39,33 @@ def simulate(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
     knobs = knobs or Knobs()
     wl = scenario.workload
     env = simpy.Environment()
-    plan = memory_plan(scenario)
     source = source or workload_source(scenario, _rng(wl.seed, "workload"))
-    oracle = oracle or AnalyticOracle(scenario, knobs)
-    eng_spec = scenario.engine
-    kv = KVManager(plan.kv_pool_tokens, eng_spec.page_size, source.block_tokens,
-                   eng_spec.eviction_policy, eng_spec.prefix_caching)
-    engine = EngineInstance(env, scenario, oracle, kv)
+    oracles: list = []
+
+    def make_oracle(sc: Scenario, rank_level: bool):
+        if oracle is not None:
+            made = oracle
+        else:
+            # Attention-DP ranks simulated apart are priced at their own batches.
+            made = oracle_for(sc, knobs, rank_level=rank_level)
+        oracles.append(made)
+        return made
+
+    topology = build_topology(env, scenario, knobs, source.block_tokens, make_oracle)
     log = RequestLog(env)
     window_start = wl.warmup_s
     horizon = window_start + source.duration_s
+    submit = topology.submit
     if getattr(source, "driver", False):
         # Sources with their own client logic (agentic lanes, paced sessions) start it here.
-        source.drive(env, engine.submit, log, horizon)
+        source.drive(env, submit, log, horizon)
     elif source.open_loop:
-        env.process(open_loop_arrivals(env, source.arrivals(), engine.submit, log, horizon))
+        env.process(open_loop_arrivals(env, source.arrivals(), submit, log, horizon))
     else:
         for _ in range(wl.concurrency):
-            env.process(closed_loop_client(env, source.next_session, engine.submit, log, horizon))
+            env.process(closed_loop_client(env, source.next_session, submit, log, horizon))
     env.run()
-    return SimResult(scenario=scenario, memory=plan, requests=log.requests, engines=[engine],
-                     window_start_s=window_start, horizon_s=horizon, end_s=env.now,
-                     calibration=dict(oracle.calibration), knobs=knobs)
+    return SimResult(scenario=scenario, memory=memory_plan(scenario), requests=log.requests,
+                     engines=topology.engines, window_start_s=window_start, horizon_s=horizon,
+                     end_s=env.now, calibration=dict(oracles[0].calibration), knobs=knobs,
+                     kv_pool_tokens=topology.kv_pool_tokens)

@@ -1,0 +1,49 @@
+"""Routers: which instance (or attention-DP rank) a request goes to, chosen by name."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from inferasim.serve.live import LiveRequest
+
+
+def _least_loaded(targets: Sequence, req: LiveRequest) -> int:
+    # vLLM's DP balancer (0.24): waiting x 4 + running; ties to the lowest index.
+    return min(range(len(targets)), key=lambda i: (targets[i].load_score, i))
+
+
+def _prefix_affinity(targets: Sequence, req: LiveRequest) -> int:
+    """Where the longest prefix of this prompt is cached; ties to the least loaded."""
+    return min(range(len(targets)),
+               key=lambda i: (-targets[i].peek(req), targets[i].load_score, i))
+
+
+class Router:
+    def __init__(self, targets: Sequence, policy: str):
+        if not targets:
+            raise ValueError("a router needs at least one target")
+        self.targets = list(targets)
+        self.policy = policy
+        self._next = 0
+        self._pick: Callable[[Sequence, LiveRequest], int] = {
+            "round-robin": self._round_robin,
+            "least-loaded": _least_loaded,
+            "prefix-affinity": _prefix_affinity,
+        }[policy]
+
+    def _round_robin(self, targets: Sequence, req: LiveRequest) -> int:
+        i = self._next
+        self._next = (i + 1) % len(targets)
+        return i
+
+    def submit(self, req: LiveRequest) -> None:
+        target = self.targets[0] if len(self.targets) == 1 else \
+            self.targets[self._pick(self.targets, req)]
+        target.submit(req)
+
+    @property
+    def load_score(self) -> int:
+        return sum(t.load_score for t in self.targets)
+
+    def peek(self, req: LiveRequest) -> int:
+        return max(t.peek(req) for t in self.targets)

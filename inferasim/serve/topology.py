@@ -1,0 +1,146 @@
+"""Build the serving side of a scenario: colocated instances behind a router, attention-DP
+ranks inside an instance (independent or in lockstep), or disaggregated prefill and decode
+pools joined by a KV link — all on the caller's one SimPy clock."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import attrs
+import simpy
+
+from inferasim.arch.attention import attention_for
+from inferasim.arch.memory import memory_plan
+from inferasim.config.errors import ConfigError
+from inferasim.config.knobs import Knobs
+from inferasim.config.scenario import Scenario
+from inferasim.serve.engine import EngineInstance
+from inferasim.serve.kv_manager import KVManager
+from inferasim.serve.live import LiveRequest
+from inferasim.serve.lockstep import LockstepGroup
+from inferasim.serve.router import Router
+
+OracleFactory = Callable[[Scenario, bool], object]
+
+
+class Topology:
+    """What the clients submit to, and every engine instance for the report."""
+
+    def __init__(self, frontend, engines: list[EngineInstance], kv_pool_tokens: int):
+        self.frontend = frontend
+        self.engines = engines
+        self.kv_pool_tokens = kv_pool_tokens
+
+    def submit(self, req: LiveRequest) -> None:
+        self.frontend.submit(req)
+
+
+def _instance(env: simpy.Environment, scenario: Scenario, knobs: Knobs, block_tokens: int,
+              make_oracle: OracleFactory, first_index: int) -> tuple[object, list]:
+    """One engine instance; with attention-DP, one scheduler + pool + cache per rank."""
+    eng = scenario.engine
+    pool = memory_plan(scenario).kv_pool_tokens
+    dp = scenario.parallel.dp_attention
+
+    def kv() -> KVManager:
+        return KVManager(pool, eng.page_size, block_tokens, eng.eviction_policy,
+                         eng.prefix_caching)
+
+    if dp == 1:
+        engine = EngineInstance(env, scenario, make_oracle(scenario, False), kv(), first_index)
+        return engine, [engine]
+    lockstep = knobs.des_lockstep
+    if dp % lockstep:
+        raise ConfigError(f"INFERASIM_DES_LOCKSTEP={lockstep} must divide the attention-DP "
+                          f"size {dp}", key="parallel.dp_attention", file=scenario.path)
+    oracle = make_oracle(scenario, True)
+    driven = lockstep > 1
+    ranks = [EngineInstance(env, scenario, oracle, kv(), first_index + r, driven=driven)
+             for r in range(dp)]
+    if driven:
+        for g in range(0, dp, lockstep):
+            LockstepGroup(env, ranks[g:g + lockstep], oracle)
+    return Router(ranks, scenario.topology.rank_router), ranks
+
+
+def _pool(env, scenario, knobs, block_tokens, make_oracle, count: int, router: str,
+          first_index: int) -> tuple[Router, list[EngineInstance]]:
+    targets, engines = [], []
+    for _ in range(count):
+        target, ranks = _instance(env, scenario, knobs, block_tokens, make_oracle,
+                                  first_index + len(engines))
+        targets.append(target)
+        engines.extend(ranks)
+    return Router(targets, router), engines
+
+
+class DisaggregatedFrontend:
+    """Prefill on the prefill pool, KV over the link, decode on the decode pool.
+
+    The prefill instance computes the prompt and samples the first token; the whole prompt's
+    KV (one copy of every layer's cache, as SGLang sends it) then crosses the link in
+    ``latency + bytes / bandwidth``; the decode instance admits the request with its KV
+    already resident and decodes the rest."""
+
+    def __init__(self, env: simpy.Environment, prefill: Router, decode: Router,
+                 kv_bytes_per_token: float, link_bytes_per_s: float, link_latency_s: float):
+        self.env = env
+        self.prefill = prefill
+        self.decode = decode
+        self.kv_bytes_per_token = kv_bytes_per_token
+        self.link_bytes_per_s = link_bytes_per_s
+        self.link_latency_s = link_latency_s
+
+    def transfer_seconds(self, prompt_tokens: int) -> float:
+        return self.link_latency_s + prompt_tokens * self.kv_bytes_per_token / self.link_bytes_per_s
+
+    def submit(self, req: LiveRequest) -> None:
+        self.env.process(self._flow(req))
+
+    def _flow(self, req: LiveRequest):
+        env = self.env
+        first = LiveRequest(req.rid, attrs.evolve(req.spec, output_tokens=1, finish_keys=None),
+                            req.arrival,
+                            env.event())
+        self.prefill.submit(first)
+        yield first.done
+        req.prefill_admitted = first.admitted
+        req.prefill_done = first.first_token
+        req.cached_first = first.cached_first
+        req.preemptions += first.preemptions
+        if first.failed:
+            req.failed = first.failed
+            req.done.succeed(req)
+            return
+        req.admitted = first.admitted
+        req.first_token = first.first_token
+        if req.spec.output_tokens <= 1:
+            req.finish = first.finish
+            req.done.succeed(req)
+            return
+        yield env.timeout(self.transfer_seconds(req.spec.prompt_tokens))
+        req.transfer_done = env.now
+        req.prefilled = True
+        self.decode.submit(req)
+
+
+def build_topology(env: simpy.Environment, scenario: Scenario, knobs: Knobs, block_tokens: int,
+                   make_oracle: OracleFactory) -> Topology:
+    topo = scenario.topology
+    if topo.kind == "colocated":
+        router, engines = _pool(env, scenario, knobs, block_tokens, make_oracle,
+                                topo.instances, topo.router, 0)
+        return Topology(router, engines, memory_plan(scenario).kv_pool_tokens)
+    from inferasim.config.loader import pool_scenario
+
+    pre_sc = pool_scenario(scenario, "prefill")
+    dec_sc = pool_scenario(scenario, "decode")
+    pre, pre_eng = _pool(env, pre_sc, knobs, block_tokens, make_oracle,
+                         topo.prefill.instances, topo.router, 0)
+    dec, dec_eng = _pool(env, dec_sc, knobs, block_tokens, make_oracle,
+                         topo.decode.instances, topo.router, len(pre_eng))
+    kind = attention_for(scenario.model)
+    kv_bytes = kind.kv_bytes_per_token(pre_sc.kv_dtype, attn_tp=1, dcp=1, latent_sharded=False)
+    front = DisaggregatedFrontend(env, pre, dec, kv_bytes, topo.link_bandwidth_gbs * 1e9,
+                                  topo.link_latency_us * 1e-6)
+    return Topology(front, pre_eng + dec_eng, memory_plan(dec_sc).kv_pool_tokens)
