@@ -40,8 +40,9 @@ so lock, unlock and access stay O(path).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import attrs
 import numpy as np
@@ -152,10 +153,9 @@ class RecencyLRU:
         return (node.last_access, node.depth, node.uid)
 
 
-EVICTION_POLICIES: dict[str, type[LeafLRU] | type[RecencyLRU]] = {
-    LeafLRU.name: LeafLRU,
-    RecencyLRU.name: RecencyLRU,
-}
+EVICTION_POLICIES: Mapping[str, type[LeafLRU] | type[RecencyLRU]] = MappingProxyType(
+    {LeafLRU.name: LeafLRU, RecencyLRU.name: RecencyLRU}
+)
 
 
 def _common_blocks(edge: np.ndarray, keys: np.ndarray) -> int:
@@ -171,7 +171,9 @@ class RadixCache:
         if block_tokens <= 0:
             raise ValueError(f"block_tokens must be > 0, got {block_tokens}")
         if policy not in EVICTION_POLICIES:
-            raise ValueError(f"unknown eviction policy {policy!r}; one of {sorted(EVICTION_POLICIES)}")
+            raise ValueError(
+                f"unknown eviction policy {policy!r}; one of {sorted(EVICTION_POLICIES)}"
+            )
         self.pool = pool
         self.block_tokens = int(block_tokens)
         self.policy = EVICTION_POLICIES[policy]()
