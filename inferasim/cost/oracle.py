@@ -75,6 +75,7 @@ class AnalyticOracle:
             and not scenario.engine.mla_latent_sharded
         self.kv_divisor = 1.0 if latent_replicated else float(self.attn_tp)
         self.fixed_s = self.gpu.step_overhead_s + scenario.engine.step_overhead_s
+        self._gemm_memo: dict[tuple[float, float], dict[str, float]] = {}
         spec = scenario.speculative
         self.draft_tokens = spec.draft_tokens if spec.method != "none" else 0
         counts = param_counts(scenario.model)
@@ -86,6 +87,16 @@ class AnalyticOracle:
 
     # -- pieces -------------------------------------------------------------------------
     def _gemm_seconds(self, tokens: float, samples: float) -> dict[str, float]:
+        # Batch shapes repeat (a decode batch of n runs many steps): remember them.
+        key = (tokens, samples)
+        hit = self._gemm_memo.get(key)
+        if hit is None:
+            if len(self._gemm_memo) > 4096:
+                self._gemm_memo.clear()
+            hit = self._gemm_memo[key] = self._gemm_seconds_uncached(tokens, samples)
+        return dict(hit)
+
+    def _gemm_seconds_uncached(self, tokens: float, samples: float) -> dict[str, float]:
         gpu, eff = self.gpu, self.gpu.efficiency
         out: dict[str, float] = {}
         if tokens <= 0:

@@ -13,9 +13,15 @@ from inferasim.workload.request import Arrival, RequestSpec, Session
 class RequestLog:
     """Every request the clients sent, in send order, and a counter for ids."""
 
-    def __init__(self, env: simpy.Environment):
+    def __init__(self, env: simpy.Environment, max_requests: int | None = None):
         self.env = env
         self.requests: list[LiveRequest] = []
+        self.max_requests = max_requests
+
+    @property
+    def full(self) -> bool:
+        """The workload's request budget (``workload.max_requests``) is spent."""
+        return self.max_requests is not None and len(self.requests) >= self.max_requests
 
     def new(self, spec: RequestSpec) -> LiveRequest:
         req = LiveRequest(len(self.requests), spec, self.env.now, self.env.event())
@@ -31,7 +37,7 @@ def closed_loop_client(env: simpy.Environment, next_session: Callable[[], Sessio
         for turn in session.turns:
             if turn.think_s > 0:
                 yield env.timeout(turn.think_s)
-            if env.now >= horizon:
+            if env.now >= horizon or log.full:
                 return
             req = log.new(turn.request)
             submit(req)
@@ -42,7 +48,7 @@ def open_loop_arrivals(env: simpy.Environment, arrivals: Iterable[Arrival],
                        submit: Callable[[LiveRequest], None], log: RequestLog, horizon: float):
     """Requests at their stamped times (already scaled), until the horizon."""
     for arrival in arrivals:
-        if arrival.time_s >= horizon:
+        if arrival.time_s >= horizon or log.full:
             return
         if arrival.time_s > env.now:
             yield env.timeout(arrival.time_s - env.now)

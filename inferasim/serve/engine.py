@@ -250,30 +250,39 @@ class EngineInstance:
         if self.waiting and len(self.running) < self.max_num_seqs:
             return 0
         adv = self.advance
-        k = self.max_macro
-        for req in step.decodes:
-            # Steps until this request finishes, by the same formula the single step uses.
-            j = max(1, math.ceil((req.spec.output_tokens - req.gen_base) / adv) - req.decode_steps)
-            while j > 1 and req.gen_base + (req.decode_steps + j - 1) * adv >= req.spec.output_tokens:
-                j -= 1
-            while req.gen_base + (req.decode_steps + j) * adv < req.spec.output_tokens:
-                j += 1
-            k = min(k, j)
+        decodes = step.decodes
+        n = len(decodes)
+        base = np.fromiter((r.gen_base for r in decodes), np.float64, n)
+        done = np.fromiter((r.decode_steps for r in decodes), np.float64, n)
+        out = np.fromiter((r.spec.output_tokens for r in decodes), np.float64, n)
+        # Steps until each request finishes, by the formula the single step uses
+        # (generated = gen_base + decode_steps x advance), corrected for rounding.
+        j = np.maximum(1.0, np.ceil((out - base) / adv) - done)
+        j = np.where((j > 1) & (base + (done + j - 1) * adv >= out), j - 1, j)
+        j = np.where(base + (done + j) * adv < out, j + 1, j)
+        k = int(min(self.max_macro, j.min()))
         if k < 2:
             return 0
-        # Page growth of steps 2..k (step 1 was allocated by the scheduler) must fit in free
-        # memory: a step that needs eviction or preemption is taken singly.
-        free = self.kv.pool.free
-        ctx = np.fromiter((r.context for r in step.decodes), np.float64, len(step.decodes))
-        tree = np.fromiter((r.tree_tokens for r in step.decodes), np.float64, len(step.decodes))
-        priv = np.fromiter((r.private for r in step.decodes), np.float64, len(step.decodes))
+        # Page growth of steps 2..k (step 1 was allocated by the scheduler) must be
+        # satisfiable from free memory plus eviction of unpinned cache: nothing else touches
+        # the cache during a steady batch, so evicting at the end, in LRU order, frees the
+        # same blocks that step-by-step growth would have. A step that would need a
+        # preemption is taken singly.
+        room = self.kv.pool.free + self.kv.cache.evictable_tokens
+        ctx = np.fromiter((r.context for r in decodes), np.float64, n)
+        tree = np.fromiter((r.tree_tokens for r in decodes), np.float64, n)
+        priv = np.fromiter((r.private for r in decodes), np.float64, n)
         page = self.kv.page
-        js = np.arange(1, k, dtype=np.float64)[:, None]
-        need_tokens = np.ceil(ctx[None, :] + js * adv + self.width - tree[None, :])
-        need = np.maximum(0.0, np.ceil(need_tokens / page) * page - priv[None, :]).sum(axis=1)
-        fits = np.nonzero(need > free)[0]
-        if fits.size:
-            k = int(fits[0]) + 1
+
+        def need(js: np.ndarray) -> np.ndarray:
+            """Pages (in tokens) the batch must add to run through step j + 1, per j."""
+            tokens = np.ceil(ctx[None, :] + js[:, None] * adv + self.width - tree[None, :])
+            return np.maximum(0.0, np.ceil(tokens / page) * page - priv[None, :]).sum(axis=1)
+
+        # Growth only accumulates: when the last step fits, every earlier one does.
+        if need(np.array([k - 1.0]))[0] > room:
+            over = np.nonzero(need(np.arange(1, k, dtype=np.float64)) > room)[0]
+            k = int(over[0]) + 1
         return k if k >= 2 else 0
 
     def _macro(self, step: Step, k: int):

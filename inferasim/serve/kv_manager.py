@@ -20,6 +20,7 @@ class KVManager:
         self.page = page_size
         self.bt = block_tokens
         self.prefix_caching = prefix_caching
+        self._inserts = 0  # with the cache's eviction count, versions what peek() can see
 
     def pages(self, tokens: float) -> int:
         """Tokens rounded up to whole pages."""
@@ -31,10 +32,17 @@ class KVManager:
         return min(len(req.spec.keys), (req.target - 1) // self.bt)
 
     def peek(self, req: LiveRequest) -> int:
-        """Cached prefix blocks, without side effects (for prefix-first admission order)."""
+        """Cached prefix blocks, without side effects (for prefix-first admission order).
+
+        Remembered per request until the tree gains or loses blocks: prefix-first ordering
+        asks this of every waiting request at every step."""
         if not self.prefix_caching:
             return 0
-        return self.cache.peek_prefix(req.spec.keys, self._matchable_blocks(req))
+        version = (self._inserts, self.cache.stats.evictions, req.target)
+        if req.peek_version != version:
+            req.peek_blocks = self.cache.peek_prefix(req.spec.keys, self._matchable_blocks(req))
+            req.peek_version = version
+        return req.peek_blocks
 
     @property
     def available(self) -> int:
@@ -82,6 +90,7 @@ class KVManager:
         if len(keys) <= cached:
             return
         result = self.cache.insert(keys, now, cached_blocks=cached)
+        self._inserts += 1
         req.private -= (len(keys) - cached) * self.bt
         self.cache.lock(result.node)
         self.cache.unlock(req.node)

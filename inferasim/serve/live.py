@@ -41,7 +41,9 @@ class LiveRequest:
     prefill_admitted: float = NAN
     prefill_done: float = NAN
     transfer_done: float = NAN
-    failed: str = ""         # why the server refused it (never admissible), else empty
+    failed: str = ""
+    peek_version: tuple = ()   # cache state the remembered prefix match was taken at
+    peek_blocks: int = 0         # why the server refused it (never admissible), else empty
 
     def __attrs_post_init__(self) -> None:
         self.target = self.spec.prompt_tokens

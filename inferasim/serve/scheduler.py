@@ -83,7 +83,10 @@ def schedule_unified(eng: EngineInstance, now: float) -> Step:
                 step.prefills.append((req, chunk))
                 budget -= chunk
             continue
-        if budget >= width and _decode_room(eng, step, req, now, preempted):
+        if budget < width:
+            continue
+        if req.spec.prompt_tokens + req.generated + width <= req.tree_tokens + req.private \
+                or _decode_room(eng, step, req, now, preempted):
             step.decodes.append(req)
             budget -= width
     if not preempted:

@@ -52,7 +52,7 @@ def simulate(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
         return made
 
     topology = build_topology(env, scenario, knobs, source.block_tokens, make_oracle)
-    log = RequestLog(env)
+    log = RequestLog(env, wl.max_requests)
     window_start = wl.warmup_s
     horizon = window_start + source.duration_s
     submit = topology.submit
