@@ -132,6 +132,8 @@ class WorkloadSpec:
     trace: str | None = None
     isl: int = 1024
     osl: int = 1024
+    # Random lengths drawn uniformly from [ratio x isl, isl] (and likewise osl); 1 = fixed.
+    random_range_ratio: float = 1.0
     concurrency: int = 8
     # Seconds of arrivals after the warm-up; None = 600 s for generated workloads, 1800 s for
     # agentic lanes (agentx, sessions: the harness's --benchmark-duration), the whole trace

@@ -15,15 +15,28 @@ BLOCK_TOKENS = 16
 
 
 class RandomRequests:
-    def __init__(self, isl: int, osl: int):
+    """``range_ratio`` < 1 draws each length uniformly from [ratio x L, L], as the benchmark
+    clients' ``--random-range-ratio`` does (InferenceMAX runs 0.8): with fixed lengths every
+    client of a closed loop would finish in lockstep and prefill in bursts."""
+
+    def __init__(self, isl: int, osl: int, range_ratio: float = 1.0,
+                 rng: np.random.Generator | None = None):
         self.isl, self.osl = isl, osl
+        self.ratio = range_ratio
+        self.rng = rng or np.random.default_rng(0)
         self._next = 0
+
+    def _length(self, full: int) -> int:
+        if self.ratio >= 1.0:
+            return full
+        return int(self.rng.integers(max(1, int(full * self.ratio)), full + 1))
 
     def next_request(self) -> RequestSpec:
         rid = self._next
         self._next += 1
-        keys = unique_keys(rid, self.isl // BLOCK_TOKENS)
-        return RequestSpec(self.isl, self.osl, keys, BLOCK_TOKENS, None, rid, 0)
+        isl, osl = self._length(self.isl), self._length(self.osl)
+        keys = unique_keys(rid, isl // BLOCK_TOKENS)
+        return RequestSpec(isl, osl, keys, BLOCK_TOKENS, None, rid, 0)
 
     def next_session(self) -> Session:
         req = self.next_request()

@@ -74,7 +74,8 @@ def workload_source(scenario: Scenario, rng: np.random.Generator) -> WorkloadSou
             gen = SyntheticSessions(wl.synthetic, scenario.model.max_context, rng)
             block = wl.synthetic.block_tokens
         else:
-            gen, block = RandomRequests(wl.isl, wl.osl), BLOCK_TOKENS
+            gen = RandomRequests(wl.isl, wl.osl, wl.random_range_ratio, rng)
+            block = BLOCK_TOKENS
         if wl.rate is not None:
             return PoissonSource(gen, wl.rate, duration, rng, block)
         return SessionSource(gen, block, duration)
