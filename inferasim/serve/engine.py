@@ -16,6 +16,7 @@ import simpy
 
 from inferasim.config.scenario import Scenario
 from inferasim.cost.oracle import StepBatch
+from inferasim.serve.decode_set import DecodeSet
 from inferasim.serve.kv_manager import KVManager
 from inferasim.serve.live import LiveRequest
 from inferasim.serve.policies import QUEUE_ORDERS, REQUEUE_FRONT, VICTIMS
@@ -66,7 +67,9 @@ class EngineInstance:
             / max(1, eng.new_token_ratio_decay_steps)
         self.new_token_ratio = eng.new_token_ratio_init
         self.waiting: list[LiveRequest] = []
-        self.running: list[LiveRequest] = []
+        self.running: list[LiveRequest] = []      # admission order
+        self.prefilling: list[LiveRequest] = []   # running, prompt not done, admission order
+        self.decoding = DecodeSet(self.advance)   # running, past the prompt
         self.stats = EngineStats()
         self._seq = 0
         self._wake: simpy.Event = env.event()
@@ -104,6 +107,7 @@ class EngineInstance:
     def start(self, req: LiveRequest, now: float) -> None:
         self.waiting.remove(req)
         self.running.append(req)
+        self.prefilling.append(req)
         req.admitted_seq = self._seq
         self._seq += 1
         if math.isnan(req.admitted):
@@ -117,12 +121,19 @@ class EngineInstance:
     def running_reserve(self) -> float:
         if not self._reserve_output or not self.running:
             return 0.0
-        return self.new_token_ratio * sum(min(r.remaining_output, self._reserve_clip)
-                                          for r in self.running)
+        clip = self._reserve_clip
+        decoding = float(np.minimum(self.decoding.remaining_output(), clip).sum())
+        prefilling = sum(min(r.remaining_output, clip) for r in self.prefilling)
+        return self.new_token_ratio * (decoding + prefilling)
 
     def preempt_one(self, now: float) -> LiveRequest:
+        self.decoding.sync()  # victim policies read each request's progress
         victim = self._victim(self.running)
         self.running.remove(victim)
+        if victim.row >= 0:
+            self.decoding.remove(victim)
+        else:
+            self.prefilling.remove(victim)
         self.kv.release(victim)
         # Recompute: the prompt and what was generated are prefilled again on re-admission.
         victim.target = victim.spec.prompt_tokens + int(victim.generated)
@@ -178,12 +189,15 @@ class EngineInstance:
     def batch(self, step: Step) -> StepBatch:
         pre = step.prefills
         samples = sum(1 for r, c in pre if r.computed + c >= r.target)
+        if step.all_decoders:
+            ctx = self.decoding.context()
+        else:
+            ctx = np.fromiter((r.context for r in step.decodes), np.float64, len(step.decodes))
         return StepBatch(
             prefill_tokens=np.fromiter((c for _, c in pre), np.float64, len(pre)),
             prefill_resident=np.fromiter((r.computed for r, _ in pre), np.float64, len(pre)),
             prefill_samples=samples,
-            decode_context=np.fromiter((r.context for r in step.decodes), np.float64,
-                                       len(step.decodes)),
+            decode_context=ctx,
             width=self.width,
         )
 
@@ -203,7 +217,7 @@ class EngineInstance:
             if req.computed >= req.target:
                 self.prompt_done(req, now)
         if step.decodes:
-            self._apply_decode(step.decodes, 1, now)
+            self._apply_decode(step, 1, now)
         if self._reserve_output and not step.prefills and step.decodes:
             self.new_token_ratio = max(self._ratio_min, self.new_token_ratio - self._ratio_decay)
 
@@ -216,19 +230,28 @@ class EngineInstance:
             if self._host_cap:
                 uncached = min(uncached, self._host_cap)
             req.first_token = now + self._host_s_per_token * uncached
+        self.prefilling.remove(req)
         # The step that completes a prompt samples one token.
         req.gen_base = req.generated + 1.0
         req.decode_steps = 0
         req.generated = req.gen_base
         if req.generated >= req.spec.output_tokens:
             self._finish(req, now)
+        else:
+            self.decoding.add(req)
 
-    def _apply_decode(self, decodes: list[LiveRequest], steps: int, now: float) -> None:
-        adv = self.advance
-        for req in decodes:
-            req.decode_steps += steps
-            req.generated = req.gen_base + req.decode_steps * adv
-            if req.generated >= req.spec.output_tokens:
+    def _apply_decode(self, step: Step, steps: int, now: float) -> None:
+        dec = self.decoding
+        n = len(dec)
+        if step.all_decoders:
+            rows = np.arange(n)
+        else:
+            rows = np.fromiter((r.row for r in step.decodes), np.int64, len(step.decodes))
+        dec.steps[rows] += steps
+        generated = dec.gen_base[rows] + dec.steps[rows] * self.advance
+        done = rows[generated >= dec.out[rows]]
+        if done.size:
+            for req in sorted((dec.reqs[i] for i in done), key=lambda r: r.admitted_seq):
                 self._finish(req, now)
 
     def _refuse(self, req: LiveRequest) -> None:
@@ -237,6 +260,8 @@ class EngineInstance:
         req.done.succeed(req)
 
     def _finish(self, req: LiveRequest, now: float) -> None:
+        if req.row >= 0:
+            self.decoding.remove(req)  # writes its final token count back
         self.kv.finish(req, now)
         self.running.remove(req)
         req.finish = now
@@ -245,16 +270,14 @@ class EngineInstance:
     # -- macro-steps ----------------------------------------------------------------------
     def _macro_length(self, step: Step) -> int:
         """How many decode steps this batch runs unchanged (0 = not steady)."""
-        if step.prefills or not step.decodes or len(step.decodes) != len(self.running):
+        if step.prefills or not step.all_decoders or len(step.decodes) != len(self.running):
             return 0
         if self.waiting and len(self.running) < self.max_num_seqs:
             return 0
         adv = self.advance
-        decodes = step.decodes
-        n = len(decodes)
-        base = np.fromiter((r.gen_base for r in decodes), np.float64, n)
-        done = np.fromiter((r.decode_steps for r in decodes), np.float64, n)
-        out = np.fromiter((r.spec.output_tokens for r in decodes), np.float64, n)
+        dec = self.decoding
+        n = len(dec)
+        base, done, out = dec.gen_base[:n], dec.steps[:n], dec.out[:n]
         # Steps until each request finishes, by the formula the single step uses
         # (generated = gen_base + decode_steps x advance), corrected for rounding.
         j = np.maximum(1.0, np.ceil((out - base) / adv) - done)
@@ -269,9 +292,9 @@ class EngineInstance:
         # same blocks that step-by-step growth would have. A step that would need a
         # preemption is taken singly.
         room = self.kv.pool.free + self.kv.cache.evictable_tokens
-        ctx = np.fromiter((r.context for r in decodes), np.float64, n)
-        tree = np.fromiter((r.tree_tokens for r in decodes), np.float64, n)
-        priv = np.fromiter((r.private for r in decodes), np.float64, n)
+        ctx = dec.context()
+        tree = dec.tree[:n]
+        priv = dec.cap[:n] - tree
         page = self.kv.page
 
         def need(js: np.ndarray) -> np.ndarray:
@@ -287,8 +310,7 @@ class EngineInstance:
 
     def _macro(self, step: Step, k: int):
         env = self.env
-        decodes = step.decodes
-        ctx0 = np.fromiter((r.context for r in decodes), np.float64, len(decodes))
+        ctx0 = self.decoding.context()
         times = self.oracle.decode_steps(ctx0, k, self.advance, self.width)
         t0 = env.now
         ends = t0 + np.cumsum(times)
@@ -313,12 +335,16 @@ class EngineInstance:
         self.stats.busy_s += float(ends[done - 1]) - t0
         now = env.now
         # Steps 2..done allocate their pages as the single steps would have.
-        for req in decodes:
-            self.kv.grow(req, req.context + (done - 1) * self.advance + self.width)
+        dec = self.decoding
+        grown = ctx0 + (done - 1) * self.advance + self.width
+        for i in np.nonzero(grown > dec.cap[: len(dec)])[0]:
+            req = dec.reqs[i]
+            self.kv.grow(req, grown[i])
+            dec.refresh_cap(req)
         if self._reserve_output:
             self.new_token_ratio = max(self._ratio_min,
                                        self.new_token_ratio - done * self._ratio_decay)
-        self._apply_decode(decodes, done, now)
+        self._apply_decode(step, done, now)
 
     def _sample_occupancy(self) -> None:
         pool = self.kv.pool

@@ -43,7 +43,8 @@ class LiveRequest:
     transfer_done: float = NAN
     failed: str = ""
     peek_version: tuple = ()   # cache state the remembered prefix match was taken at
-    peek_blocks: int = 0         # why the server refused it (never admissible), else empty
+    peek_blocks: int = 0
+    row: int = -1              # index in the engine's DecodeSet while decoding, else -1         # why the server refused it (never admissible), else empty
 
     def __attrs_post_init__(self) -> None:
         self.target = self.spec.prompt_tokens

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 class Step:
     prefills: list[tuple[LiveRequest, int]] = attrs.field(factory=list)
     decodes: list[LiveRequest] = attrs.field(factory=list)
+    # Every decoding request takes part: the engine's decode arrays describe the batch.
+    all_decoders: bool = False
 
     @property
     def empty(self) -> bool:
@@ -57,7 +59,7 @@ def _decode_room(eng: EngineInstance, step: Step, req: LiveRequest, now: float,
 
     Returns False when ``req`` itself was the victim."""
     width = eng.width
-    if req.context + width <= req.tree_tokens + req.private:
+    if req.spec.prompt_tokens + req.generated + width <= req.tree_tokens + req.private:
         return True  # the request's pages already hold the next tokens
     while not eng.kv.grow(req, req.context + width):
         victim = eng.preempt_one(now)
@@ -66,29 +68,57 @@ def _decode_room(eng: EngineInstance, step: Step, req: LiveRequest, now: float,
             step.decodes.remove(victim)
         if victim is req:
             return False
+    eng.decoding.refresh_cap(req)
     return True
 
 
-def schedule_unified(eng: EngineInstance, now: float) -> Step:
-    step = Step()
-    budget = eng.max_batched_tokens
+def schedule_decodes(eng: EngineInstance, step: Step, now: float, budget: float) -> bool:
+    """Every decoding request gets its next tokens' pages; returns True if any was preempted.
+
+    Fast path: when the pages the batch needs can be had from free memory and evictable
+    cache, every growth succeeds whatever the order (eviction frees the same LRU blocks), so
+    it is done row by row only for the few requests crossing a page. Otherwise the requests
+    are taken in admission order, preempting by the engine's policy, as the engines do."""
+    dec = eng.decoding
     width = eng.width
+    n = len(dec)
+    if n == 0:
+        return False
+    if budget >= n * width:
+        rows = dec.rows_needing_pages(width)
+        ctx = dec.context()
+        growing = [(dec.reqs[i], ctx[i] + width) for i in rows]
+        need = sum(eng.kv.growth_needed(r, c) for r, c in growing)
+        if need <= eng.kv.available:
+            for req, tokens in growing:
+                eng.kv.grow(req, tokens)
+                dec.refresh_cap(req)
+            step.decodes = list(dec.reqs)
+            step.all_decoders = True
+            return False
+    dec.sync()
     preempted: set[int] = set()
-    for req in list(eng.running):
-        if req.rid in preempted:
+    for req in sorted(dec.reqs, key=lambda r: r.admitted_seq):
+        if req.rid in preempted or budget < width:
             continue
-        if req.in_prefill:
-            chunk = min(req.target - req.computed, budget)
-            if chunk > 0:
-                step.prefills.append((req, chunk))
-                budget -= chunk
-            continue
-        if budget < width:
-            continue
-        if req.spec.prompt_tokens + req.generated + width <= req.tree_tokens + req.private \
-                or _decode_room(eng, step, req, now, preempted):
+        if _decode_room(eng, step, req, now, preempted):
             step.decodes.append(req)
             budget -= width
+    return bool(preempted)
+
+
+def schedule_unified(eng: EngineInstance, now: float) -> Step:
+    """Decoding requests (admitted before any still prefilling) first, then unfinished
+    prompts in admission order, then admissions, all under one token budget."""
+    step = Step()
+    budget = eng.max_batched_tokens
+    preempted = schedule_decodes(eng, step, now, budget)
+    budget -= len(step.decodes) * eng.width
+    for req in list(eng.prefilling):
+        chunk = min(req.target - req.computed, budget)
+        if chunk > 0:
+            step.prefills.append((req, chunk))
+            budget -= chunk
     if not preempted:
         _admit(eng, step, now, budget, one_chunk=False)
     return step
@@ -97,7 +127,7 @@ def schedule_unified(eng: EngineInstance, now: float) -> Step:
 def schedule_prefill_exclusive(eng: EngineInstance, now: float) -> Step:
     step = Step()
     budget = eng.chunked_prefill_size
-    mid_chunk = next((r for r in eng.running if r.in_prefill), None)
+    mid_chunk = eng.prefilling[0] if eng.prefilling else None
     if mid_chunk is not None:
         chunk = min(mid_chunk.target - mid_chunk.computed, budget)
         step.prefills.append((mid_chunk, chunk))
@@ -106,10 +136,7 @@ def schedule_prefill_exclusive(eng: EngineInstance, now: float) -> Step:
         _admit(eng, step, now, budget, one_chunk=True)
     if step.prefills:
         return step
-    preempted: set[int] = set()
-    for req in list(eng.running):
-        if req.rid not in preempted and _decode_room(eng, step, req, now, preempted):
-            step.decodes.append(req)
+    schedule_decodes(eng, step, now, float("inf"))
     return step
 
 

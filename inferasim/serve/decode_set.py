@@ -1,0 +1,94 @@
+"""The running requests past their prompt, held as arrays: the per-step work of a decode
+batch (growth checks, token counts, finishes) is a few numpy operations, not a Python loop
+over every sequence.
+
+While a request is in the set, the arrays are the truth for its decode progress and page
+capacity; ``sync`` writes them back to the request objects before any code that reads
+them one by one (preemption, reservations, reports).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from inferasim.serve.live import LiveRequest
+
+
+class DecodeSet:
+    def __init__(self, advance: float, capacity: int = 64):
+        self.advance = advance
+        self.reqs: list[LiveRequest] = []
+        self.prompt = np.zeros(capacity)
+        self.gen_base = np.zeros(capacity)
+        self.steps = np.zeros(capacity)
+        self.cap = np.zeros(capacity)     # tokens the request's pages hold (tree + private)
+        self.tree = np.zeros(capacity)    # of which the prefix cache holds
+        self.out = np.zeros(capacity)
+
+    def __len__(self) -> int:
+        return len(self.reqs)
+
+    def _grow(self) -> None:
+        size = 2 * self.prompt.size
+        for name in ("prompt", "gen_base", "steps", "cap", "tree", "out"):
+            arr = getattr(self, name)
+            new = np.zeros(size)
+            new[: arr.size] = arr
+            setattr(self, name, new)
+
+    def add(self, req: LiveRequest) -> None:
+        i = len(self.reqs)
+        if i == self.prompt.size:
+            self._grow()
+        self.reqs.append(req)
+        req.row = i
+        self.prompt[i] = req.spec.prompt_tokens
+        self.gen_base[i] = req.gen_base
+        self.steps[i] = req.decode_steps
+        self.cap[i] = req.tree_tokens + req.private
+        self.tree[i] = req.tree_tokens
+        self.out[i] = req.spec.output_tokens
+
+    def sync_row(self, i: int) -> None:
+        req = self.reqs[i]
+        req.decode_steps = int(self.steps[i])
+        req.generated = self.gen_base[i] + self.steps[i] * self.advance
+
+    def sync(self) -> None:
+        for i in range(len(self.reqs)):
+            self.sync_row(i)
+
+    def remove(self, req: LiveRequest) -> None:
+        """Take a request out (finish, preemption), its progress written back first.
+
+        The last row moves into the hole: order in the set carries no meaning."""
+        i = req.row
+        self.sync_row(i)
+        last = len(self.reqs) - 1
+        if i != last:
+            moved = self.reqs[last]
+            self.reqs[i] = moved
+            moved.row = i
+            for arr in (self.prompt, self.gen_base, self.steps, self.cap, self.tree, self.out):
+                arr[i] = arr[last]
+        self.reqs.pop()
+        req.row = -1
+
+    def refresh_cap(self, req: LiveRequest) -> None:
+        self.cap[req.row] = req.tree_tokens + req.private
+        self.tree[req.row] = req.tree_tokens
+
+    # -- views over the live rows ---------------------------------------------------------
+    def generated(self) -> np.ndarray:
+        n = len(self.reqs)
+        return self.gen_base[:n] + self.steps[:n] * self.advance
+
+    def context(self) -> np.ndarray:
+        return self.prompt[: len(self.reqs)] + self.generated()
+
+    def rows_needing_pages(self, width: int) -> np.ndarray:
+        n = len(self.reqs)
+        return np.nonzero(self.context() + width > self.cap[:n])[0]
+
+    def remaining_output(self) -> np.ndarray:
+        return self.out[: len(self.reqs)] - self.generated()
