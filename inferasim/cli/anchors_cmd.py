@@ -4,28 +4,16 @@ from __future__ import annotations
 
 import json
 import shlex
-import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
+from inferasim.cli.errors import ConfigErrorGroup
 from inferasim.config.errors import ConfigError
 
 
-class _AnchorsGroup(click.Group):
-    """A user mistake (ConfigError) is one line on stderr and exit status 2, also when this
-    group runs on its own."""
-
-    def invoke(self, ctx: click.Context):
-        try:
-            return super().invoke(ctx)
-        except ConfigError as exc:
-            click.echo(f"inferasim: error: {exc}", err=True)
-            sys.exit(2)
-
-
-@click.group(cls=_AnchorsGroup)
+@click.group(cls=ConfigErrorGroup)
 def anchors() -> None:
     """Measured anchors: import benchmark results, list them, check a scenario against them."""
 

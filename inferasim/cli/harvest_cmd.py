@@ -9,22 +9,11 @@ from pathlib import Path
 
 import click
 
+from inferasim.cli.errors import ConfigErrorGroup
 from inferasim.config.errors import ConfigError
 
 
-class _HarvestGroup(click.Group):
-    """A user mistake (ConfigError) is one line on stderr and exit status 2, also when this
-    group runs on its own."""
-
-    def invoke(self, ctx: click.Context):
-        try:
-            return super().invoke(ctx)
-        except ConfigError as exc:
-            click.echo(f"inferasim: error: {exc}", err=True)
-            sys.exit(2)
-
-
-@click.group(cls=_HarvestGroup)
+@click.group(cls=ConfigErrorGroup)
 def harvest() -> None:
     """Measure a scenario's regime on real hardware: plan the commands, run them, parse anchors."""
 

@@ -2,25 +2,15 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
-from inferasim.config.errors import ConfigError
+from inferasim.cli.errors import ConfigErrorGroup
+
+# Kept under this name for the commands' tests that build a group around one command.
+_Group = ConfigErrorGroup
 
 
-class _Group(click.Group):
-    """Turns a user mistake (ConfigError) into one line on stderr and exit status 2."""
-
-    def invoke(self, ctx: click.Context):
-        try:
-            return super().invoke(ctx)
-        except ConfigError as exc:
-            click.echo(f"inferasim: error: {exc}", err=True)
-            sys.exit(2)
-
-
-@click.group(cls=_Group)
+@click.group(cls=ConfigErrorGroup)
 @click.version_option(package_name="inferasim")
 def cli() -> None:
     """Simulate LLM serving deployments: engines, GPUs, topologies, workloads."""
