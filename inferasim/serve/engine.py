@@ -20,7 +20,7 @@ from inferasim.serve.decode_set import DecodeSet
 from inferasim.serve.kv_manager import KVManager
 from inferasim.serve.live import LiveRequest
 from inferasim.serve.policies import QUEUE_ORDERS, REQUEUE_FRONT, VICTIMS
-from inferasim.serve.scheduler import SCHEDULERS, Step
+from inferasim.serve.scheduler import SCHEDULERS, Step, grow_rows
 
 
 class EngineStats:
@@ -334,13 +334,13 @@ class EngineInstance:
         self.stats.macro_steps += 1
         self.stats.busy_s += float(ends[done - 1]) - t0
         now = env.now
-        # Steps 2..done allocate their pages as the single steps would have.
+        # Steps 2..done allocate their pages as the single steps would have (the macro
+        # length guaranteed they can).
         dec = self.decoding
         grown = ctx0 + (done - 1) * self.advance + self.width
-        for i in np.nonzero(grown > dec.cap[: len(dec)])[0]:
-            req = dec.reqs[i]
-            self.kv.grow(req, grown[i])
-            dec.refresh_cap(req)
+        rows = np.nonzero(grown > dec.cap[: len(dec)])[0]
+        if rows.size and not grow_rows(self, rows, grown[rows]):
+            raise AssertionError("macro-step growth exceeded the room it was sized for")
         if self._reserve_output:
             self.new_token_ratio = max(self._ratio_min,
                                        self.new_token_ratio - done * self._ratio_decay)

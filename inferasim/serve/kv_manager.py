@@ -7,6 +7,8 @@ up to whole pages. Admission needs room for the uncached tail only, never the wh
 
 from __future__ import annotations
 
+import numpy as np
+
 from inferasim.serve.kv_pool import KVPool
 from inferasim.serve.live import LiveRequest
 from inferasim.serve.radix_cache import RadixCache
@@ -80,6 +82,21 @@ class KVManager:
             return False
         self.pool.alloc_private(delta)
         req.private += delta
+        return True
+
+    def page_deltas(self, context: np.ndarray, tree: np.ndarray, private: np.ndarray) -> np.ndarray:
+        """Tokens of new pages each request needs to hold ``context`` (vectorised ``grow``)."""
+        pages = np.ceil(np.ceil(context - tree) / self.page) * self.page
+        return np.maximum(0.0, pages - private)
+
+    def take(self, tokens: int) -> bool:
+        """Allocate ``tokens`` of private pages at once, evicting as needed; the caller shares
+        them out. Equal to growing each request in turn: eviction frees the same LRU blocks."""
+        if tokens <= 0:
+            return True
+        if not self.cache.make_room(tokens):
+            return False
+        self.pool.alloc_private(tokens)
         return True
 
     def growth_needed(self, req: LiveRequest, context_tokens: float) -> int:

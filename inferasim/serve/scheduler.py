@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import attrs
+import numpy as np
 
 from inferasim.serve.live import LiveRequest
 
@@ -72,6 +73,22 @@ def _decode_room(eng: EngineInstance, step: Step, req: LiveRequest, now: float,
     return True
 
 
+def grow_rows(eng: EngineInstance, rows: np.ndarray, context: np.ndarray) -> bool:
+    """Give the decoding requests at ``rows`` pages for ``context`` tokens, all or none.
+
+    When the pages can be had from free memory and evictable cache, every growth succeeds
+    whatever the order (eviction frees the same LRU blocks), so they are taken at once."""
+    dec = eng.decoding
+    tree = dec.tree[rows]
+    delta = eng.kv.page_deltas(context, tree, dec.cap[rows] - tree)
+    if not eng.kv.take(int(delta.sum())):
+        return False
+    dec.cap[rows] += delta
+    for i, d in zip(rows.tolist(), delta.tolist(), strict=True):
+        dec.reqs[i].private += int(d)
+    return True
+
+
 def schedule_decodes(eng: EngineInstance, step: Step, now: float, budget: float) -> bool:
     """Every decoding request gets its next tokens' pages; returns True if any was preempted.
 
@@ -86,13 +103,7 @@ def schedule_decodes(eng: EngineInstance, step: Step, now: float, budget: float)
         return False
     if budget >= n * width:
         rows = dec.rows_needing_pages(width)
-        ctx = dec.context()
-        growing = [(dec.reqs[i], ctx[i] + width) for i in rows]
-        need = sum(eng.kv.growth_needed(r, c) for r, c in growing)
-        if need <= eng.kv.available:
-            for req, tokens in growing:
-                eng.kv.grow(req, tokens)
-                dec.refresh_cap(req)
+        if rows.size == 0 or grow_rows(eng, rows, dec.context()[rows] + width):
             step.decodes = list(dec.reqs)
             step.all_decoders = True
             return False
