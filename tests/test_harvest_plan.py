@@ -218,3 +218,18 @@ def test_cli_config_error_is_one_line_and_exit_2(tmp_path):
     assert result.exit_code == 2
     lines = [ln for ln in result.output.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("inferasim: error:")
+
+
+def test_atom_client_pins_fixed_lengths_with_its_legacy_range_ratio():
+    """ATOM's vendored client draws lengths in [ratio x L, L]: ratio 0 would send prompts of
+    any length down to zero, so a prefill probe would measure nothing it is labelled with."""
+    from inferasim.harvest.plan import client_command
+
+    argv, _ = client_command("atom-bench", model_path="m", host="127.0.0.1", port=8000,
+                             isl=1024, osl=16, concurrency=1, num_prompts=8, seed=1,
+                             result="results/x.json", trust_remote_code=False)
+    assert argv[argv.index("--random-range-ratio") + 1] == "1.0"
+    argv, _ = client_command("vllm-bench", model_path="m", host="127.0.0.1", port=8000,
+                             isl=1024, osl=16, concurrency=1, num_prompts=8, seed=1,
+                             result="results/x.json", trust_remote_code=False)
+    assert argv[argv.index("--random-range-ratio") + 1] == "0"

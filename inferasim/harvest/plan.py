@@ -300,9 +300,13 @@ def client_command(tool: str, *, model_path: str, host: str, port: int, isl: int
     if tool in ("vllm-bench", "atom-bench"):
         head = (["vllm", "bench", "serve"] if tool == "vllm-bench"
                 else ["python", "-m", "atom.benchmarks.benchmark_serving"])
+        # The range ratio means different things: current `vllm bench serve` draws lengths in
+        # [L(1-r), L(1+r)] (0 = fixed), while the legacy client ATOM vendors draws them in
+        # [rL, L] (1 = fixed; 0 would draw prompts of any length down to zero).
+        ratio = "0" if tool == "vllm-bench" else "1.0"
         argv = head + ["--backend", "vllm", "--base-url", base, "--endpoint", "/v1/completions",
                        "--model", model_path] + common + [
-            "--random-range-ratio", "0", "--num-prompts", str(num_prompts),
+            "--random-range-ratio", ratio, "--num-prompts", str(num_prompts),
             "--max-concurrency", str(concurrency), "--request-rate", "inf", "--ignore-eos",
             "--seed", str(seed), "--percentile-metrics", "ttft,tpot,itl,e2el",
             "--save-result", "--result-dir", result_dir, "--result-filename", result_name]
