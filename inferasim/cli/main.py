@@ -6,9 +6,6 @@ import click
 
 from inferasim.cli.errors import ConfigErrorGroup
 
-# Kept under this name for the commands' tests that build a group around one command.
-_Group = ConfigErrorGroup
-
 
 @click.group(cls=ConfigErrorGroup)
 @click.version_option(package_name="inferasim")
@@ -18,13 +15,16 @@ def cli() -> None:
 
 def _register() -> None:
     from inferasim.cli import (
+        ablate_cmd,
         anchors_cmd,
         compare_cmd,
         describe_cmd,
         harvest_cmd,
         knobs_cmd,
         price_cmd,
+        project_cmd,
         run_cmd,
+        sweep_cmd,
         trace_cmd,
     )
 
@@ -36,6 +36,9 @@ def _register() -> None:
     cli.add_command(trace_cmd.trace)
     cli.add_command(harvest_cmd.harvest)
     cli.add_command(compare_cmd.compare)
+    cli.add_command(sweep_cmd.sweep)
+    cli.add_command(ablate_cmd.ablate)
+    cli.add_command(project_cmd.project)
 
 
 _register()

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +11,7 @@ import pandas as pd
 import yaml
 
 from inferasim.config.loader import scenario_to_dict
+from inferasim.report.atomic import atomic_dir
 from inferasim.report.frame import request_frame
 from inferasim.report.summary import summarize
 
@@ -37,12 +35,8 @@ def occupancy_frame(result) -> pd.DataFrame:
 
 def write_outputs(out_dir: Path, result, frame: pd.DataFrame, summary: dict[str, Any],
                   fmt: str = "csv") -> None:
-    """Write into a temporary folder, then move it into place: never a half-written result."""
-    out_dir = Path(out_dir)
-    parent = out_dir.resolve().parent
-    parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".inferasim-", dir=parent))
-    try:
+    """Requests, occupancy, summary and the resolved scenario, written all at once."""
+    with atomic_dir(out_dir) as tmp:
         if fmt == "parquet":
             frame.to_parquet(tmp / "requests.parquet", index=False)
         else:
@@ -52,9 +46,3 @@ def write_outputs(out_dir: Path, result, frame: pd.DataFrame, summary: dict[str,
         resolved = scenario_to_dict(result.scenario)
         resolved["knobs"] = attrs.asdict(result.knobs)
         (tmp / "scenario.resolved.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        os.replace(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise

@@ -1,0 +1,38 @@
+"""``inferasim ablate``: the scenario with its base knobs and with each --knob setting, side by side."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from inferasim.cli.options import resolve_scenario, scenario_options
+from inferasim.config.knobs import Knobs
+
+
+@click.command()
+@scenario_options
+@click.option("--knob", "settings", multiple=True, metavar="NAME=VALUE",
+              help="A knob setting to compare with the base, e.g. INFERASIM_DPA_DECODE_DENSE=1; "
+                   "repeatable (each applied alone).")
+@click.option("--jobs", type=int, default=None,
+              help="Replays run at once (default: the CPU count; 1 runs in this process).")
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as one JSON object.")
+def ablate(scenario, overrides, settings, jobs, as_json, **flags):
+    """Replay SCENARIO with the base knobs and with each --knob setting; print the deltas."""
+    from inferasim.sweep.ablate import ablate as run_ablation
+    from inferasim.sweep.ablate import ablation_table, variants
+    from inferasim.sweep.executors import make_executor
+
+    base = Knobs.from_env()
+    variants(settings, base)  # reject a bad knob before loading anything
+    resolved = resolve_scenario(scenario, overrides, **flags)
+    with make_executor(jobs, tasks=len(settings) + 1) as executor:
+        result = run_ablation(resolved, settings, base, executor)
+    if as_json:
+        click.echo(json.dumps(result, default=str))
+        return
+    click.echo(f"{resolved.name}: {resolved.model.name} on {resolved.parallel.tp}x"
+               f"{resolved.gpu.name}, {resolved.engine.name}, concurrency "
+               f"{resolved.workload.concurrency}")
+    click.echo(ablation_table(result))

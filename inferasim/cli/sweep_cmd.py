@@ -1,0 +1,91 @@
+"""``inferasim sweep``: a concurrency ladder (x a grid of configurations), every rung a replay."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import click
+
+from inferasim.cli.options import resolve_scenario, scenario_options
+from inferasim.config.knobs import Knobs
+
+
+def _table(frame) -> str:
+    cols = [("config", "configuration", "{}"), ("concurrency", "conc", "{:d}"),
+            ("output_tok_s_per_gpu", "out tok/s/GPU", "{:.1f}"),
+            ("interactivity_tok_s", "tok/s/user", "{:.1f}"), ("ttft_mean_s", "TTFT s", "{:.3f}"),
+            ("itl_mean_ms", "ITL ms", "{:.1f}"), ("prefix_hit_rate", "hit rate", "{:.1%}"),
+            ("requests_completed", "requests", "{:d}")]
+    rows = [[head for _, head, _ in cols]]
+    for _, rec in frame.iterrows():
+        row = []
+        for key, _, fmt in cols:
+            value = rec[key]
+            try:
+                row.append(fmt.format(int(value) if fmt == "{:d}" else value))
+            except (TypeError, ValueError):
+                row.append(str(value))
+        rows.append(row)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(cols))]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                       for i, (c, w) in enumerate(zip(r, widths, strict=True))) for r in rows]
+    return "\n".join(lines)
+
+
+@click.command()
+@scenario_options
+@click.option("--concurrency", "ladder", default=None, metavar="N1,N2,...",
+              help="The concurrency ladder, e.g. 1,2,4,8,16,32,64 (default: the scenario's).")
+@click.option("--grid", "grid_items", multiple=True, metavar="KEY=V1,V2",
+              help="Also vary a scenario key or an INFERASIM_* knob; repeatable (cartesian product).")
+@click.option("--jobs", type=int, default=None,
+              help="Local worker processes (default: the CPU count; 1 runs in this process).")
+@click.option("--ray", "ray_address", default=None, metavar="ADDRESS",
+              help="Run rungs as Ray tasks on an existing cluster (HOST:PORT, ray://HOST:PORT, auto).")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Write results.csv, results.parquet and the plots here (replaced atomically).")
+@click.option("--no-plots", is_flag=True, help="Skip the PNG charts.")
+def sweep(scenario, overrides, ladder, grid_items, jobs, ray_address, out_dir, no_plots, **flags):
+    """Replay SCENARIO at every rung of a concurrency ladder and chart the results."""
+    from inferasim.sweep.executors import make_executor
+    from inferasim.sweep.ladder import (
+        build_ladder,
+        parse_concurrency,
+        parse_grid,
+        run_ladder,
+        write_results,
+    )
+
+    concurrency = parse_concurrency(ladder)
+    grid = parse_grid(grid_items)
+    base = resolve_scenario(scenario, overrides, **flags)
+    knobs = Knobs.from_env()
+    all_overrides = list(overrides) + _flag_overrides(flags)
+    rungs = build_ladder(scenario, all_overrides, concurrency, grid, knobs,
+                         resolve=lambda path, ovr: resolve_scenario(path, ovr))
+    started = time.perf_counter()
+    with make_executor(jobs, ray_address, tasks=len(rungs)) as executor:
+        if sys.stdout.isatty():
+            with click.progressbar(length=len(rungs), label="sweep", show_pos=True,
+                                   item_show_func=lambda r: r and f"{r.label} c={r.concurrency}",
+                                   file=sys.stderr) as bar:
+                frame = run_ladder(rungs, executor, on_done=lambda r: bar.update(1, r))
+        else:
+            frame = run_ladder(rungs, executor)
+    elapsed = time.perf_counter() - started
+    frame.attrs["scenario"] = base.name
+    spec = {"scenario": base.path, "overrides": all_overrides, "concurrency": concurrency,
+            "grid": dict(grid), "executor": executor.name, "workers": executor.workers,
+            "wall_s": elapsed}
+    written = write_results(out_dir, frame, base, plots=not no_plots, sweep_spec=spec)
+    click.echo(_table(frame))
+    click.echo(f"({len(rungs)} rungs on {executor.name} x{executor.workers} in {elapsed:.1f} s of "
+               f"wall time; wrote {', '.join(written)} to {out_dir})")
+
+
+def _flag_overrides(flags) -> list[str]:
+    from inferasim.cli.options import SCENARIO_FLAG_KEYS
+
+    return [f"{SCENARIO_FLAG_KEYS[k]}={str(v).lower() if isinstance(v, bool) else v}"
+            for k, v in flags.items() if k in SCENARIO_FLAG_KEYS and v is not None]

@@ -1,0 +1,145 @@
+"""Knob ablations: the scenario replayed with its base knobs and with each ``--knob`` setting.
+
+Each setting is applied alone on top of the base knobs (the environment's, as ``run`` uses),
+and the knobs are handed to ``simulate(scenario, knobs)`` as a value: nothing touches
+``os.environ``. Every variant replays the same seed, so a difference is the knob's doing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from inferasim.config.errors import ConfigError
+from inferasim.config.knobs import Knobs
+from inferasim.config.scenario import Scenario
+from inferasim.sweep.ladder import knob_values, run_replay
+
+
+@attrs.frozen
+class Variant:
+    label: str          # "base" or the NAME=VALUE setting
+    knobs: Knobs
+
+
+def variants(settings: Sequence[str], base: Knobs) -> list[Variant]:
+    """The base and one variant per setting; a malformed or unknown knob is a ConfigError."""
+    if not settings:
+        raise ConfigError("give at least one --knob NAME=VALUE (see 'inferasim knobs')",
+                          key="--knob")
+    out = [Variant("base", base)]
+    for text in settings:
+        if "=" not in text:
+            raise ConfigError(f"expected NAME=VALUE, got {text!r}", key="--knob")
+        name, _, raw = text.partition("=")
+        out.append(Variant(f"{name.strip()}={raw.strip()}", base.with_setting(text)))
+    return out
+
+
+def is_metric(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def deltas(base: dict[str, Any], other: dict[str, Any]) -> dict[str, dict[str, float | None]]:
+    """Per numeric metric: the base, the variant, the absolute and the relative (%) change."""
+    out: dict[str, dict[str, float | None]] = {}
+    for key, b in base.items():
+        v = other.get(key)
+        if not (is_metric(b) and is_metric(v)):
+            continue
+        diff = float(v) - float(b)
+        pct = diff / abs(b) * 100.0 if b and math.isfinite(b) else None
+        if pct is not None and not math.isfinite(pct):
+            pct = None
+        out[key] = {"base": float(b), "value": float(v), "abs": diff, "pct": pct}
+    return out
+
+
+def _same(a: float, b: float) -> bool:
+    return a == b or (math.isnan(a) and math.isnan(b))
+
+
+def ablate(scenario: Scenario, settings: Sequence[str], base: Knobs, executor) -> dict[str, Any]:
+    """Replay base and variants on ``executor``; results in the order the knobs were given."""
+    runs = variants(settings, base)
+    results: list[Any] = [None] * len(runs)
+    for index, result in executor.run(run_replay, [(scenario, v.knobs) for v in runs]):
+        results[index] = result
+    base_summary, base_wall = results[0]
+    out: dict[str, Any] = {"scenario": scenario.name, "base": {
+        "knobs": knob_values(base), "summary": base_summary, "wall_s": base_wall}, "variants": []}
+    for variant, (summary, wall) in zip(runs[1:], results[1:], strict=True):
+        change = deltas(base_summary, summary)
+        out["variants"].append({
+            "setting": variant.label,
+            "knobs": knob_values(variant.knobs),
+            "same_knobs_as_base": variant.knobs == base,
+            "no_effect": all(_same(d["base"], d["value"]) for d in change.values()),
+            "summary": summary,
+            "wall_s": wall,
+            "delta": change,
+        })
+    return out
+
+
+# The metrics the table shows, with their units; --json carries every one.
+TABLE_METRICS = (
+    ("output_tok_s", "output tok/s"),
+    ("output_tok_s_per_gpu", "output tok/s/GPU"),
+    ("total_tok_s", "total tok/s"),
+    ("ttft_mean_s", "TTFT mean s"),
+    ("ttft_p90_s", "TTFT p90 s"),
+    ("itl_mean_ms", "ITL mean ms"),
+    ("tpot_mean_ms", "TPOT mean ms"),
+    ("tpot_p90_ms", "TPOT p90 ms"),
+    ("e2e_mean_s", "E2E mean s"),
+    ("interactivity_tok_s", "tok/s per user"),
+    ("prefix_hit_rate", "prefix hit rate"),
+    ("requests_completed", "requests completed"),
+    ("engine_steps", "engine steps"),
+    ("preemptions", "preemptions"),
+)
+
+
+def _num(value: float | None, signed: bool = False) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    mag = abs(value)
+    fmt = "{:+.4g}" if signed else "{:.4g}"
+    if mag >= 1e4:
+        fmt = "{:+.0f}" if signed else "{:.0f}"
+    return fmt.format(value)
+
+
+def ablation_table(result: dict[str, Any]) -> str:
+    """Base and each setting side by side, each with its absolute and % change."""
+    head = ["metric", "base"]
+    for var in result["variants"]:
+        head += [var["setting"], "delta", "delta %"]
+    rows = [head]
+    for key, name in TABLE_METRICS:
+        if key not in result["base"]["summary"]:
+            continue
+        row = [name, _num(result["base"]["summary"][key])]
+        for var in result["variants"]:
+            d = var["delta"].get(key)
+            if d is None:
+                row += ["-", "-", "-"]
+                continue
+            pct = "-" if d["pct"] is None else f"{d['pct']:+.1f}%"
+            row += [_num(d["value"]), _num(d["abs"], signed=True), pct]
+        rows.append(row)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                       for i, (c, w) in enumerate(zip(r, widths, strict=True))) for r in rows]
+    notes = []
+    for var in result["variants"]:
+        if var["same_knobs_as_base"]:
+            notes.append(f"{var['setting']}: the base knobs already have this value")
+        elif var["no_effect"]:
+            notes.append(f"{var['setting']}: no metric changed (the knob does not act on "
+                         "this scenario)")
+    return "\n".join(lines + notes)

@@ -1,0 +1,231 @@
+"""Where a sweep's rungs run: in this process, on a local process pool, or as Ray tasks.
+
+One small interface::
+
+    with make_executor(jobs=4, ray_address=None) as ex:
+        for index, result in ex.run(fn, tasks):   # completion order
+            ...
+
+``run`` yields ``(index, fn(tasks[index]))`` as each task finishes; callers put results back
+in task order, so what a sweep writes never depends on which executor ran it or how many
+workers it had. ``fn`` must be a module-level function and each task picklable.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from typing import Any, Protocol
+
+from inferasim.config.errors import ConfigError
+
+RAY_CONNECT_TIMEOUT_S = 5.0      # TCP connect to the head
+RAY_CHECK_TIMEOUT_S = 15.0       # a whole ray.init in a child process (Ray's import included)
+# What a pool worker needs to replay a rung, imported once in the fork server.
+PRELOAD = ("inferasim.sweep.ladder", "inferasim.sweep.warm")
+
+
+class Executor(Protocol):
+    name: str
+    workers: int
+
+    def run(self, fn: Callable[[Any], Any], tasks: Sequence[Any]) -> Iterator[tuple[int, Any]]:
+        """Yield ``(index, fn(tasks[index]))`` for every task, in completion order."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class _Closing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        pass
+
+
+class InProcessExecutor(_Closing):
+    """``--jobs 1``: every task in this process, one after another."""
+
+    name = "in-process"
+    workers = 1
+
+    def run(self, fn, tasks):
+        for index, task in enumerate(tasks):
+            yield index, fn(task)
+
+
+class LocalPoolExecutor(_Closing):
+    """A pool of worker processes on this machine (``--jobs N``).
+
+    Workers come from a fork server that has already imported ``preload``, so a worker
+    starts in milliseconds and never inherits threads from the parent.
+    """
+
+    name = "process-pool"
+
+    def __init__(self, workers: int, preload: Sequence[str] = PRELOAD):
+        self.workers = workers
+        methods = multiprocessing.get_all_start_methods()
+        if "forkserver" in methods:
+            self._context = multiprocessing.get_context("forkserver")
+            self._context.set_forkserver_preload(list(preload))
+        else:
+            self._context = multiprocessing.get_context("spawn")
+
+    def run(self, fn, tasks):
+        if not tasks:
+            return
+        with ProcessPoolExecutor(max_workers=min(self.workers, len(tasks)),
+                                 mp_context=self._context) as pool:
+            pending = {pool.submit(fn, task): index for index, task in enumerate(tasks)}
+            try:
+                while pending:
+                    done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                    for future in sorted(done, key=pending.get):
+                        index = pending.pop(future)
+                        yield index, future.result()
+            finally:
+                for future in pending:
+                    future.cancel()
+
+
+def _split_address(address: str) -> tuple[str, int] | None:
+    """``host:port`` (or ``ray://host:port``) -> (host, port); None for ``local`` / ``auto``."""
+    text = address.strip()
+    if text in ("local", "auto"):
+        return None
+    text = text.removeprefix("ray://")
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ConfigError(f"expected HOST:PORT, ray://HOST:PORT, 'auto' or 'local', got {address!r}",
+                          key="--ray")
+    return host.strip("[]"), int(port)
+
+
+def probe(address: str, timeout_s: float = RAY_CONNECT_TIMEOUT_S) -> None:
+    """Fail fast (a ConfigError) when nothing listens at a Ray head's address."""
+    where = _split_address(address)
+    if where is None:
+        return
+    try:
+        with socket.create_connection(where, timeout=timeout_s):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise ConfigError(f"cannot reach a Ray cluster at {address} ({reason}, "
+                          f"waited at most {timeout_s:g} s)", key="--ray") from None
+
+
+_RAY_CHECK = ("import sys, ray; ray.init(address=sys.argv[1], log_to_driver=False, "
+              "configure_logging=False); ray.shutdown()")
+
+
+def check_ray(address: str, timeout_s: float = RAY_CHECK_TIMEOUT_S) -> None:
+    """Connect to the cluster once from a child process that is killed after ``timeout_s``.
+
+    Ray's own connect retries for tens of seconds and can end the process that tried (it
+    exits when the head vanishes), so the first contact is made in a throw-away process;
+    only a cluster that answered is joined from this one.
+    """
+    # Ray's own retry budget for a head that does not answer (one try a second), in the
+    # child's environment only.
+    env = {"RAY_gcs_server_port_wait_time_s": str(max(1, int(timeout_s / 3))), **os.environ}
+    try:
+        done = subprocess.run([sys.executable, "-c", _RAY_CHECK, address], capture_output=True,
+                              text=True, timeout=timeout_s, stdin=subprocess.DEVNULL, env=env)
+    except subprocess.TimeoutExpired:
+        raise ConfigError(f"no Ray cluster answered at {address} within {timeout_s:g} s",
+                          key="--ray") from None
+    if done.returncode != 0:
+        lines = [ln.strip() for ln in (done.stderr or "").splitlines() if ln.strip()]
+        errors = [ln for ln in lines if "Error" in ln or " E " in ln] or lines
+        reason = errors[-1].split("] ", 1)[-1] if errors else f"exit status {done.returncode}"
+        raise ConfigError(f"cannot connect to a Ray cluster at {address}: {reason}",
+                          key="--ray")
+
+
+class RayExecutor(_Closing):
+    """Each task a Ray task (one CPU) on an existing cluster (``--ray ADDRESS``).
+
+    ``address`` is what ``ray.init`` takes: ``HOST:PORT`` of a head node, ``ray://HOST:PORT``
+    for Ray Client, ``auto`` for the cluster this machine belongs to, or ``local`` to start a
+    throw-away one-machine cluster. The workers must be able to import ``inferasim``. If Ray
+    is already initialised in this process, that connection is used and left open.
+    """
+
+    name = "ray"
+
+    def __init__(self, address: str, timeout_s: float = RAY_CHECK_TIMEOUT_S,
+                 local_cpus: int | None = None):
+        try:
+            import ray
+        except ImportError:
+            raise ConfigError("--ray needs Ray installed (pip install 'inferasim[ray]')",
+                              key="--ray") from None
+        self._ray = ray
+        self._owned = False
+        if not ray.is_initialized():
+            kwargs: dict[str, Any] = {"address": address, "log_to_driver": False,
+                                      "configure_logging": False}
+            if address.strip() == "local":
+                kwargs.update(include_dashboard=False, num_cpus=local_cpus or os.cpu_count())
+            else:
+                probe(address, min(timeout_s, RAY_CONNECT_TIMEOUT_S))
+                check_ray(address, timeout_s)
+            try:
+                ray.init(**kwargs)
+            except (ConnectionError, TimeoutError, RuntimeError, ValueError) as exc:
+                text = str(exc).strip()
+                reason = text.splitlines()[0] if text else type(exc).__name__
+                raise ConfigError(f"cannot connect to a Ray cluster at {address}: {reason}",
+                                  key="--ray") from None
+            self._owned = True
+        self.workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
+
+    def run(self, fn, tasks):
+        ray = self._ray
+        remote = ray.remote(num_cpus=1, max_retries=0)(fn)
+        pending = {remote.remote(task): index for index, task in enumerate(tasks)}
+        try:
+            while pending:
+                done, _ = ray.wait(list(pending), num_returns=1)
+                for ref in done:
+                    index = pending.pop(ref)
+                    try:
+                        result = ray.get(ref)
+                    except ray.exceptions.RayTaskError as exc:
+                        raise exc.as_instanceof_cause() from None
+                    yield index, result
+        finally:
+            for ref in pending:
+                ray.cancel(ref, force=True)
+
+    def close(self) -> None:
+        if self._owned and self._ray.is_initialized():
+            self._ray.shutdown()
+
+
+def default_jobs() -> int:
+    return os.cpu_count() or 1
+
+
+def make_executor(jobs: int | None = None, ray_address: str | None = None,
+                  tasks: int | None = None) -> Executor:
+    """The executor a command asked for: Ray when given an address, else a pool of ``jobs``."""
+    if ray_address:
+        return RayExecutor(ray_address, local_cpus=jobs)
+    jobs = default_jobs() if jobs is None else jobs
+    if jobs < 1:
+        raise ConfigError(f"expected at least 1 job, got {jobs}", key="--jobs")
+    if tasks is not None:
+        jobs = min(jobs, max(tasks, 1))
+    return InProcessExecutor() if jobs == 1 else LocalPoolExecutor(jobs)

@@ -1,0 +1,217 @@
+"""Concurrency ladders: every rung a full replay of the scenario.
+
+The rungs are the cartesian product of the ``--grid`` values (each combination a
+*configuration*) and the concurrency ladder, in that order: configuration-major, then
+concurrency as given. A grid key is a scenario key (``engine.max_num_seqs``) or a knob
+(``INFERASIM_DPA_DECODE_DENSE``). Every rung replays with the scenario's own seed, so a
+rung's result depends only on its configuration and concurrency — never on the executor,
+the number of jobs or the order rungs finish in.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pandas as pd
+import yaml
+
+from inferasim.config.errors import ConfigError
+from inferasim.config.knobs import KNOBS, Knobs
+from inferasim.config.loader import load_scenario, scenario_to_dict
+from inferasim.config.scenario import Scenario
+from inferasim.report.atomic import atomic_dir
+
+KNOB_PREFIX = "INFERASIM_"
+# Columns that describe how a rung ran rather than what it measured.
+RUN_COLUMNS = ("wall_s",)
+
+
+@attrs.frozen
+class Rung:
+    index: int
+    config: tuple[tuple[str, str], ...]     # (grid key, value as given), in --grid order
+    concurrency: int
+    scenario: Scenario
+    knobs: Knobs
+
+    @property
+    def label(self) -> str:
+        return config_label(self.config)
+
+
+def config_label(config: Sequence[tuple[str, str]]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in config) if config else "base"
+
+
+def parse_concurrency(text: str | None) -> list[int] | None:
+    """``"1,2,4"`` -> [1, 2, 4]; None when not given; ConfigError for anything else."""
+    if text is None:
+        return None
+    parts = [p.strip() for p in text.split(",")]
+    if not any(parts):
+        raise ConfigError("empty ladder: give at least one concurrency, e.g. 1,2,4,8",
+                          key="--concurrency")
+    ladder: list[int] = []
+    for part in parts:
+        if not part:
+            raise ConfigError(f"empty rung in {text!r}", key="--concurrency")
+        try:
+            value = int(part)
+        except ValueError:
+            raise ConfigError(f"expected integers, got {part!r}", key="--concurrency") from None
+        if value < 1:
+            raise ConfigError(f"a rung must be at least 1 client, got {value}",
+                              key="--concurrency")
+        if value not in ladder:
+            ladder.append(value)
+    return ladder
+
+
+def parse_grid(items: Sequence[str]) -> list[tuple[str, list[str]]]:
+    """``("engine.max_num_seqs=64,256", ...)`` -> [("engine.max_num_seqs", ["64", "256"]), ...]."""
+    grid: list[tuple[str, list[str]]] = []
+    seen: set[str] = set()
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"expected KEY=V1,V2,..., got {item!r}", key="--grid")
+        values = [v.strip() for v in raw.split(",")]
+        if not raw.strip() or not all(values):
+            raise ConfigError(f"expected comma-separated values, got {raw!r}", key=f"--grid {key}")
+        if key == "workload.concurrency":
+            raise ConfigError("the ladder sets workload.concurrency: use --concurrency",
+                              key="--grid")
+        if key in seen:
+            raise ConfigError("given twice", key=f"--grid {key}")
+        seen.add(key)
+        grid.append((key, list(dict.fromkeys(values))))
+    return grid
+
+
+def build_ladder(scenario_path: str | None, overrides: Sequence[str], concurrency: list[int] | None,
+                 grid: Sequence[tuple[str, list[str]]], base_knobs: Knobs | None = None,
+                 resolve: Callable[..., Scenario] | None = None) -> list[Rung]:
+    """Resolve every configuration up front, so a bad value fails before any replay runs."""
+    resolve = resolve or (lambda path, ovr: load_scenario(path, ovr))
+    base_knobs = base_knobs or Knobs()
+    keys = [k for k, _ in grid]
+    rungs: list[Rung] = []
+    for values in itertools.product(*(v for _, v in grid)):
+        config = tuple(zip(keys, values, strict=True))
+        knobs = base_knobs
+        extra = []
+        for key, value in config:
+            if key.startswith(KNOB_PREFIX):
+                knobs = knobs.with_setting(f"{key}={value}", origin="--grid")
+            else:
+                extra.append(f"{key}={value}")
+        scenario = resolve(scenario_path, list(overrides) + extra)
+        if concurrency is not None and scenario.workload.rate is not None:
+            raise ConfigError("the scenario is open loop (workload.rate is set): a concurrency "
+                              "ladder does not apply; sweep --grid workload.rate=... instead",
+                              key="--concurrency")
+        for conc in concurrency or [scenario.workload.concurrency]:
+            # Same as --set workload.concurrency=conc: the value is already checked (>= 1).
+            rung_scenario = scenario.evolve(workload=attrs.evolve(scenario.workload,
+                                                                  concurrency=conc))
+            rungs.append(Rung(len(rungs), config, conc, rung_scenario, knobs))
+    return rungs
+
+
+def run_replay(task: tuple[Scenario, Knobs]) -> tuple[dict[str, Any], float]:
+    """One replay and its summary; the unit of work every executor runs."""
+    from inferasim.report.run_report import replay_summary
+    from inferasim.serve.simulation import simulate
+
+    scenario, knobs = task
+    started = time.perf_counter()
+    _, summary = replay_summary(simulate(scenario, knobs))
+    return summary, time.perf_counter() - started
+
+
+def knob_values(knobs: Knobs) -> dict[str, Any]:
+    return {d.name: getattr(knobs, d.name.removeprefix(KNOB_PREFIX).lower()) for d in KNOBS}
+
+
+def flat_summary(summary: dict[str, Any]) -> dict[str, Any]:
+    """Scalars as they are; a nested dict one level flat (``calibration.mode``); lists as JSON."""
+    out: dict[str, Any] = {}
+    for key, value in summary.items():
+        if isinstance(value, dict):
+            for sub, inner in value.items():
+                out[f"{key}.{sub}"] = inner if _scalar(inner) else json.dumps(inner, default=str)
+        else:
+            out[key] = value if _scalar(value) else json.dumps(value, default=str)
+    return out
+
+
+def _scalar(value: Any) -> bool:
+    return value is None or isinstance(value, str | int | float | bool)
+
+
+def rung_row(rung: Rung, summary: dict[str, Any], wall_s: float) -> dict[str, Any]:
+    row: dict[str, Any] = {"rung": rung.index, "config": rung.label}
+    for key, value in rung.config:
+        row[key] = value
+    row["concurrency"] = rung.concurrency
+    row.update(knob_values(rung.knobs))
+    row.update(flat_summary(summary))
+    row["wall_s"] = wall_s
+    return row
+
+
+def run_ladder(rungs: Sequence[Rung], executor,
+               on_done: Callable[[Rung], None] | None = None) -> pd.DataFrame:
+    """Run every rung on ``executor``; one row per rung, in rung order.
+
+    Rungs are handed out largest first (more clients, longer replay): a pool that takes the
+    long ones early finishes with its workers evenly loaded. The rows go back in rung order.
+    """
+    order = sorted(range(len(rungs)), key=lambda i: -_expected_cost(rungs[i]))
+    tasks = [(rungs[i].scenario, rungs[i].knobs) for i in order]
+    rows: list[dict[str, Any] | None] = [None] * len(rungs)
+    for position, (summary, wall_s) in executor.run(run_replay, tasks):
+        rung = rungs[order[position]]
+        rows[order[position]] = rung_row(rung, summary, wall_s)
+        if on_done is not None:
+            on_done(rung)
+    return pd.DataFrame(rows)
+
+
+def _expected_cost(rung: Rung) -> float:
+    duration = rung.scenario.workload.duration_s or 600.0
+    return rung.concurrency * duration
+
+
+def write_results(out_dir: str | Path, frame: pd.DataFrame, base: Scenario, *,
+                  plots: bool = True, sweep_spec: dict[str, Any] | None = None) -> list[str]:
+    """Write results.csv (+ .parquet, plots) into a temporary folder, then move it into place.
+
+    Returns the names written. An existing ``out_dir`` is replaced only once everything is
+    written, so a failed or interrupted sweep never leaves half a result behind.
+    """
+    with atomic_dir(out_dir) as tmp:
+        frame.to_csv(tmp / "results.csv", index=False)
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            pass
+        else:
+            frame.to_parquet(tmp / "results.parquet", index=False)
+        resolved = scenario_to_dict(base)
+        (tmp / "scenario.resolved.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
+        if sweep_spec is not None:
+            (tmp / "sweep.json").write_text(json.dumps(sweep_spec, indent=2) + "\n")
+        if plots:
+            from inferasim.sweep.plots import write_plots
+
+            write_plots(frame, tmp)
+        written = sorted(p.name for p in tmp.iterdir())
+    return written

@@ -1,0 +1,444 @@
+"""Closed-form steady-state projection of a scenario, priced by the same step-cost oracle.
+
+No event is simulated. The workload is reduced to its moments (drawn from the scenario's own
+generator); the engine to three step prices from the oracle (a decode step at a batch, a
+prefill chunk's marginal cost, a mixed step's length); the closed loop of clients to
+Little's law. docs/sweeps.md gives the formulas; the symbols below follow it.
+
+    B      time-average number of sequences decoding
+    t(B)   seconds of one decode step at batch B and the mean decode context
+    D(B)   decode seconds per request     = (O - 1) / a * t(B_seen) / (1 - X * Delta)
+    X(B)   requests/s the engine serves   = B / (D0 + B * Delta)      (Little on decode)
+    S(B)   prefill seconds of one request = its chunks, each a step with the batch in it
+    Wq(B)  prefill queueing (M/D/1)       = rho_p * S / (2 (1 - rho_p)) + U * t / 2
+    N      clients                        = X * (Z + Wq + S + D)      (Little on the loop)
+
+Closed loop: the B that makes the right-hand side equal N (bisection; it rises with B).
+If even the largest admissible batch leaves clients over, the engine is saturated: X is the
+batch-limited rate and the excess waits in the admission queue (TTFT by Little's law).
+Open loop (``workload.rate``): the B at which X(B) equals the offered rate.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import numpy as np
+
+from inferasim.config.errors import ConfigError
+from inferasim.config.knobs import Knobs
+from inferasim.config.scenario import Scenario
+
+SAMPLE_REQUESTS = 2000
+PREFILL_REPRESENTATIVES = 32
+RETENTION_PASSES = 4
+
+
+@attrs.frozen
+class WorkloadMoments:
+    """What the projection needs to know about the workload, from a sample of its requests."""
+
+    requests: int
+    prompt_mean: float            # P, tokens
+    output_mean: float            # O, tokens
+    think_mean_s: float           # Z, seconds of think time before a request (0 for open loop)
+    hit_shared: float             # prompt fraction cacheable from other sessions (system prompts)
+    hit_private: float            # prompt fraction cacheable from the same session's history
+    decode_context: float         # output-weighted mean context while decoding, E[O(P+O/2)]/E[O]
+    idle_context: float           # tokens a client's session holds while it thinks
+    rate: float | None            # open loop: requests/s offered
+    prompts: np.ndarray           # per sampled request: prompt tokens
+    shared_tokens: np.ndarray     # per sampled request: cached tokens from other sessions
+    private_tokens: np.ndarray    # per sampled request: cached tokens from its own session
+
+    @property
+    def hit_ideal(self) -> float:
+        return self.hit_shared + self.hit_private
+
+
+def _cached_blocks(specs: list) -> tuple[np.ndarray, np.ndarray]:
+    """Per request, the leading prompt blocks an unbounded cache holds when it arrives, split
+    into (blocks first sent by another session, blocks first sent by its own session).
+
+    Vectorised: every block id gets the position of its first appearance (request r's prompt
+    at 2r, its finished output at 2r + 1); a block is cached for request r if it appeared
+    before 2r. Matching stops at the first miss and leaves at least one token to compute.
+    """
+    parts, tags = [], []
+    for r, spec in enumerate(specs):
+        keys = np.asarray(spec.keys, dtype=np.int64)
+        parts.append(keys)
+        tags.append(np.full(keys.size, 2 * r, dtype=np.int64))
+        if spec.finish_keys is not None:
+            fin = np.asarray(spec.finish_keys, dtype=np.int64)
+            parts.append(fin)
+            tags.append(np.full(fin.size, 2 * r + 1, dtype=np.int64))
+    shared = np.zeros(len(specs))
+    private = np.zeros(len(specs))
+    if not parts:
+        return shared, private
+    all_keys = np.concatenate(parts)
+    all_tags = np.concatenate(tags)
+    _, inverse = np.unique(all_keys, return_inverse=True)
+    first = np.full(inverse.max() + 1, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first, inverse, all_tags)
+    sessions = np.array([spec.session for spec in specs], dtype=np.int64)
+    offset = 0
+    for r, spec in enumerate(specs):
+        n = len(spec.keys)
+        limit = min(n, max(0, (spec.prompt_tokens - 1) // spec.block_tokens))
+        seen = first[inverse[offset:offset + limit]]
+        offset += n + (len(spec.finish_keys) if spec.finish_keys is not None else 0)
+        misses = np.flatnonzero(seen >= 2 * r)
+        run = int(misses[0]) if misses.size else limit
+        if run == 0:
+            continue
+        own = sessions[seen[:run] // 2] == spec.session
+        owned = np.flatnonzero(own)
+        head = int(owned[0]) if owned.size else run
+        shared[r] = head * spec.block_tokens
+        private[r] = (run - head) * spec.block_tokens
+    return shared, private
+
+
+def workload_moments(scenario: Scenario, sample: int = SAMPLE_REQUESTS) -> WorkloadMoments:
+    """Draw ``sample`` requests from the scenario's workload generator and reduce them.
+
+    Cached tokens are those of an unbounded prefix cache (every block ever sent or finished
+    stays), matched the way the engine does (whole blocks, at least one token computed).
+    """
+    from inferasim.workload.sources import workload_source
+
+    wl = scenario.workload
+    rng = np.random.default_rng([wl.seed, sum(b"projection")])
+    source = workload_source(scenario, rng)
+    specs: list[tuple[float, Any]] = []     # (think_s, RequestSpec)
+    rate = None
+    if source.open_loop:
+        last = 0.0
+        for arrival in source.arrivals():
+            specs.append((0.0, arrival.request))
+            last = arrival.time_s
+            if len(specs) >= sample:
+                break
+        rate = wl.rate if wl.rate is not None else len(specs) / max(last, 1e-9)
+    else:
+        while len(specs) < sample:
+            session = source.next_session()
+            specs.extend((turn.think_s, turn.request) for turn in session.turns)
+        specs = specs[:sample]
+    requests = [spec for _, spec in specs]
+    sh_a, pr_a = _cached_blocks(requests)
+    prompts = [spec.prompt_tokens for spec in requests]
+    outputs = [spec.output_tokens for spec in requests]
+    thinks = [think for think, _ in specs]
+    # What a thinking client's session holds: its previous turn's prompt and output.
+    last_context: dict[int, int] = {}
+    idle = []
+    for think, spec in specs:
+        if spec.session in last_context and think > 0:
+            idle.append(last_context[spec.session])
+        last_context[spec.session] = spec.prompt_tokens + spec.output_tokens
+    p = np.asarray(prompts, dtype=np.float64)
+    o = np.asarray(outputs, dtype=np.float64)
+    return WorkloadMoments(
+        requests=len(specs), prompt_mean=float(p.mean()), output_mean=float(o.mean()),
+        think_mean_s=float(np.mean(thinks)),
+        hit_shared=float(sh_a.sum() / p.sum()), hit_private=float(pr_a.sum() / p.sum()),
+        decode_context=float((o * (p + o / 2)).sum() / o.sum()),
+        idle_context=float(np.mean(idle)) if idle else 0.0, rate=rate,
+        prompts=p, shared_tokens=sh_a, private_tokens=pr_a)
+
+
+class _Prices:
+    """Step prices from the oracle, cached by integer batch and interpolated between."""
+
+    def __init__(self, scenario: Scenario, oracle, moments: WorkloadMoments, retention: float,
+                 width: int):
+        eng = scenario.engine
+        self.oracle = oracle
+        self.width = width
+        self.ctx = moments.decode_context
+        self.mixed = eng.scheduler == "unified"
+        self.batched_tokens = eng.max_num_batched_tokens
+        self.chunk_size = eng.chunked_prefill_size
+        # Representative requests: quantiles of the uncached tail, equal weights.
+        cached = moments.shared_tokens + retention * moments.private_tokens
+        tails = np.maximum(moments.prompts - cached, 1.0)
+        order = np.argsort(tails, kind="stable")
+        groups = np.array_split(order, min(PREFILL_REPRESENTATIVES, order.size))
+        self.reps = [(float(tails[g].mean()), float(cached[g].mean())) for g in groups if g.size]
+        self._decode: dict[int, float] = {}
+        self._prefill: dict[int, tuple[float, float, float]] = {}
+
+    def _interp(self, fn: Callable[[int], Any], b: float):
+        lo = max(0, int(math.floor(b)))
+        frac = b - lo
+        a = np.asarray(fn(lo), dtype=np.float64)
+        if frac <= 0:
+            return a
+        return a + frac * (np.asarray(fn(lo + 1), dtype=np.float64) - a)
+
+    def _decode_at(self, n: int) -> float:
+        if n not in self._decode:
+            from inferasim.cost.oracle import StepBatch
+
+            batch = StepBatch(decode_context=np.full(n, self.ctx), width=self.width)
+            self._decode[n] = self.oracle.step(batch).seconds
+        return self._decode[n]
+
+    def decode_step(self, b: float) -> float:
+        """Seconds of a decode step with ``b`` sequences (b may be fractional)."""
+        return float(self._interp(self._decode_at, b))
+
+    def _prefill_at(self, n: int) -> tuple[float, float, float, float]:
+        """A mean request's prefill with ``n`` sequences decoding, as four figures:
+
+        the engine seconds it adds (beside the decode batch, or all of it when prefill steps
+        exclude decode); its span (the sum of the steps it is in); and the first and second
+        moments of its service on the prefill lane (each step's time in proportion to the
+        share of the step's token budget it uses), for the queueing formula.
+        """
+        if n in self._prefill:
+            return self._prefill[n]
+        from inferasim.cost.oracle import StepBatch
+
+        decode = np.full(n, self.ctx) if self.mixed else np.zeros(0)
+        base = self.oracle.step(StepBatch(decode_context=decode, width=self.width)).seconds \
+            if self.mixed and n else 0.0
+        budget = max(1, self.batched_tokens - n * self.width) if self.mixed else self.chunk_size
+        added = span = service_sum = service_sq = 0.0
+        for tail, cached in self.reps:
+            done = service = 0.0
+            while done < tail:
+                chunk = min(budget, tail - done)
+                last = done + chunk >= tail
+                step = self.oracle.step(StepBatch(
+                    prefill_tokens=np.array([chunk]), prefill_resident=np.array([cached + done]),
+                    prefill_samples=int(last), decode_context=decode, width=self.width)).seconds
+                added += step - base
+                span += step
+                service += step * chunk / budget
+                done += chunk
+            service_sum += service
+            service_sq += service * service
+        k = len(self.reps)
+        self._prefill[n] = (added / k, span / k, service_sum / k, service_sq / k)
+        return self._prefill[n]
+
+    def prefill(self, b: float) -> tuple[float, float, float, float]:
+        return tuple(float(v) for v in self._interp(self._prefill_at, b))
+
+
+@attrs.frozen
+class _State:
+    b: float
+    x: float
+    tpot: float
+    decode_s: float
+    prefill_s: float
+    wait_s: float
+    prefill_share: float
+    lane: float
+
+    @property
+    def feasible(self) -> bool:
+        return self.lane < 1.0 and self.prefill_share < 1.0 and math.isfinite(self.x)
+
+
+def _state(b: float, n_clients: float | None, m: WorkloadMoments, prices: _Prices,
+           advance: float) -> _State:
+    """Everything at decode batch ``b``: the rate, TPOT, prefill span and queueing."""
+    # What a request sees of the others: the arrival theorem (closed loop) or PASTA (open).
+    others = b * (n_clients - 1) / n_clients if n_clients else b
+    t_seen = prices.decode_step(1.0 + others)
+    added, span, service, service_sq = prices.prefill(others)
+    d0 = (m.output_mean - 1.0) / advance * t_seen
+    x = b / (d0 + b * added) if b > 0 else 0.0
+    share = x * added
+    tpot = t_seen / advance / max(1.0 - share, 1e-12)
+    decode_s = (m.output_mean - 1.0) * tpot
+    # The prefill lane (M/G/1, Pollaczek-Khinchine): utilisation from the mean service,
+    # the wait from its second moment, so a heavy tail of long prompts queues the rest.
+    lane = x * service
+    busy = min(1.0, b + x * span)
+    wait = busy * prices.decode_step(max(b, 1.0)) / 2.0
+    wait = wait + x * service_sq / (2.0 * (1.0 - lane)) if lane < 1.0 else math.inf
+    return _State(b, x, tpot, decode_s, span, wait, share, lane)
+
+
+def _bisect(fn: Callable[[float], bool], lo: float, hi: float, iters: int = 60) -> float:
+    """The smallest b in [lo, hi] with fn(b) true (fn monotone false -> true)."""
+    for _ in range(iters):
+        mid = 0.5 * (lo + hi)
+        if fn(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def _batch_cap(scenario: Scenario, pool_tokens: int, m: WorkloadMoments) -> float:
+    seqs = scenario.engine.max_num_seqs
+    return float(max(1.0, min(seqs, pool_tokens / max(m.decode_context, 1.0))))
+
+
+def _solve(load: float, m: WorkloadMoments, prices: _Prices, cap: float,
+           advance: float) -> tuple[_State, float, str | None]:
+    """One instance at ``load`` (clients, or requests/s when the workload is open loop):
+    (state, TTFT, what saturates: None, "batch", "prefill" or "overloaded")."""
+    if m.rate is None:
+        n = float(load)
+
+        def clients(b: float) -> tuple[_State, float]:
+            st = _state(b, n, m, prices, advance)
+            if not st.feasible:
+                return st, math.inf
+            return st, st.x * (m.think_mean_s + st.wait_s + st.prefill_s + st.decode_s)
+
+        hi = min(cap, n)
+        st, held = clients(hi)
+        limit = "batch"
+        if held >= n:
+            b = _bisect(lambda v: clients(v)[1] >= n, 0.0, hi)
+            st, held = clients(b)
+            if math.isfinite(held):
+                return st, st.wait_s + st.prefill_s, None
+            st, _ = clients(b * (1.0 - 1e-6))
+            limit = "prefill"
+        # Saturated: the clients the engine cannot hold wait for admission (Little's law).
+        ttft = n / st.x - m.think_mean_s - st.decode_s if st.x > 0 else math.inf
+        return st, max(ttft, st.wait_s + st.prefill_s), limit
+    lam = float(load)
+
+    def enough(b: float) -> bool:
+        st = _state(b, None, m, prices, advance)
+        return not st.feasible or st.x >= lam
+
+    b = _bisect(enough, 0.0, cap)
+    st = _state(b, None, m, prices, advance)
+    if st.feasible and st.x >= lam * (1.0 - 1e-6):
+        return st, st.wait_s + st.prefill_s, None
+    if not st.feasible:
+        st = _state(b * (1.0 - 1e-6), None, m, prices, advance)
+    return st, math.inf, "overloaded"
+
+
+def _engines(scenario: Scenario) -> tuple[int, float]:
+    """How many schedulers share the load (instances x attention-DP ranks, each simulated
+    apart), and the chance a session's next turn reaches the one holding its history."""
+    topo = getattr(scenario, "topology", None)
+    dp = scenario.parallel.dp_attention
+    instances, router, rank_router = 1, "prefix-affinity", "prefix-affinity"
+    if topo is not None:
+        if topo.kind != "colocated":
+            raise ConfigError("the projection models colocated instances only; replay a "
+                              f"{topo.kind} topology with 'inferasim run'", file=scenario.path,
+                              key="topology.kind")
+        instances, router, rank_router = int(topo.instances), topo.router, topo.rank_router
+    affinity = 1.0
+    if instances > 1 and router != "prefix-affinity":
+        affinity /= instances
+    if dp > 1 and rank_router != "prefix-affinity":
+        affinity /= dp
+    return instances * dp, affinity
+
+
+def _oracle(scenario: Scenario, knobs: Knobs):
+    """The oracle a replay of the scenario uses: one rank's own batches under attention-DP
+    (ranks are simulated apart), else anchor-calibrated where the anchors apply."""
+    from inferasim.cost.oracle import AnalyticOracle
+
+    if scenario.parallel.dp_attention > 1:
+        return AnalyticOracle(scenario, knobs, rank_level=True)
+    try:
+        from inferasim.cost.calibrated import oracle_for
+    except ImportError:
+        return AnalyticOracle(scenario, knobs)
+    return oracle_for(scenario, knobs)
+
+
+def project(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
+            moments: WorkloadMoments | None = None) -> dict[str, Any]:
+    """The steady-state projection: the same keys as a replay summary where they mean the same."""
+    from inferasim.arch.memory import memory_plan
+
+    knobs = knobs or Knobs()
+    engines, affinity = _engines(scenario)
+    oracle = oracle or _oracle(scenario, knobs)
+    m = moments or workload_moments(scenario)
+    # The routers spread the load evenly over identical schedulers; each is solved alone.
+    load = (m.rate if m.rate is not None else scenario.workload.concurrency) / engines
+    pool = memory_plan(scenario).kv_pool_tokens
+    gpus = scenario.gpus_per_instance * engines / scenario.parallel.dp_attention
+    width = scenario.speculative.verify_width
+    advance = scenario.speculative.tokens_per_step
+    cap = _batch_cap(scenario, pool, m)
+    retention = affinity
+    for _ in range(RETENTION_PASSES):
+        prices = _Prices(scenario, oracle, m, retention, width)
+        st, ttft, saturated = _solve(load, m, prices, cap, advance)
+        # Idle sessions keep their history only while the pool has room beside the running
+        # batch and the shared prefixes; LRU drops the rest.
+        idle_sessions = st.x * m.think_mean_s
+        need = idle_sessions * m.idle_context
+        room = max(0.0, pool - st.b * m.decode_context)
+        new = affinity * (1.0 if need <= room or need <= 0 else room / need)
+        if abs(new - retention) < 1e-3:
+            retention = new
+            break
+        retention = new
+    hit = m.hit_shared + retention * m.hit_private
+    x = st.x * engines
+    out_tok = x * m.output_mean
+    in_tok = x * m.prompt_mean
+    return {
+        "request_rate": x,
+        "output_tok_s": out_tok,
+        "input_tok_s": in_tok,
+        "total_tok_s": out_tok + in_tok,
+        "output_tok_s_per_gpu": out_tok / gpus,
+        "total_tok_s_per_gpu": (out_tok + in_tok) / gpus,
+        "ttft_mean_s": ttft,
+        "itl_mean_ms": st.tpot * 1e3,
+        "tpot_mean_ms": st.tpot * 1e3,
+        "e2e_mean_s": ttft + st.decode_s,
+        "interactivity_tok_s": 1.0 / st.tpot if st.tpot > 0 else math.nan,
+        "prefix_hit_rate": hit,
+        "decode_batch": st.b,
+        "decode_step_ms": prices.decode_step(max(st.b, 1.0)) * 1e3,
+        "prefill_span_s": st.prefill_s,
+        "prefill_wait_s": st.wait_s,
+        "prefill_share": st.prefill_share,
+        "cache_retention": retention,
+        "saturated": saturated,
+        "batch_cap": cap,
+        "schedulers": engines,
+        "session_affinity": affinity,
+        "oracle": dict(getattr(oracle, "calibration", {}) or {}).get("mode", "analytic"),
+        "workload": {"requests_sampled": m.requests, "prompt_mean": m.prompt_mean,
+                     "output_mean": m.output_mean, "think_mean_s": m.think_mean_s,
+                     "hit_ideal": m.hit_ideal, "hit_shared": m.hit_shared,
+                     "decode_context": m.decode_context, "idle_context": m.idle_context,
+                     "rate": m.rate, "concurrency": None if m.rate else scenario.workload.concurrency},
+    }
+
+
+# Metrics the projection and a replay both report, scored projection against replay.
+SCORED = ("output_tok_s", "output_tok_s_per_gpu", "input_tok_s", "total_tok_s", "ttft_mean_s",
+          "itl_mean_ms", "tpot_mean_ms", "e2e_mean_s", "interactivity_tok_s", "prefix_hit_rate")
+
+
+def score(projection: dict[str, Any], replay: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    out = {}
+    for key in SCORED:
+        p, r = projection.get(key), replay.get(key)
+        if p is None or r is None:
+            continue
+        diff = float(p) - float(r)
+        pct = diff / abs(r) * 100.0 if r and math.isfinite(r) and math.isfinite(diff) else None
+        out[key] = {"projection": float(p), "replay": float(r), "diff": diff, "pct": pct}
+    return out

@@ -1,0 +1,118 @@
+"""inferasim project: the closed-form steady state, its laws, and its score against a replay."""
+
+from __future__ import annotations
+
+import json
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from inferasim.cli.errors import ConfigErrorGroup as _Group
+from inferasim.cli.project_cmd import project as project_cmd
+from inferasim.config.loader import load_scenario
+from inferasim.sweep.projection import project, workload_moments
+
+RANDOM = ["workload.format=random", "workload.isl=2048", "workload.osl=256"]
+
+
+def _invoke(*args: str):
+    @click.group(cls=_Group)
+    def group() -> None:
+        pass
+
+    group.add_command(project_cmd)
+    return CliRunner().invoke(group, ["project", *args])
+
+
+def _scenario(*overrides: str):
+    return load_scenario(None, list(overrides))
+
+
+def test_littles_law_closes_the_loop():
+    for conc in (1, 4, 16):
+        s = _scenario(f"workload.concurrency={conc}")
+        p = project(s)
+        w = p["workload"]
+        x = p["request_rate"]
+        cycle = w["think_mean_s"] + p["ttft_mean_s"] + (w["output_mean"] - 1) * p["tpot_mean_ms"] / 1e3
+        assert p["saturated"] is None
+        assert x * cycle == pytest.approx(conc, rel=1e-3)
+        # Decode batch = rate x decode time (Little on the decode phase).
+        decode_s = (w["output_mean"] - 1) * p["tpot_mean_ms"] / 1e3
+        assert p["decode_batch"] == pytest.approx(x * decode_s, rel=1e-3)
+
+
+def test_throughput_rises_and_interactivity_falls_with_concurrency():
+    rows = [project(_scenario(*RANDOM, f"workload.concurrency={c}")) for c in (1, 4, 16, 64)]
+    tput = [r["output_tok_s"] for r in rows]
+    inter = [r["interactivity_tok_s"] for r in rows]
+    assert tput == sorted(tput) and inter == sorted(inter, reverse=True)
+
+
+def test_batch_limit_saturates_and_queues_by_littles_law():
+    p = project(_scenario(*RANDOM, "workload.concurrency=32", "engine.max_num_seqs=4"))
+    assert p["saturated"] == "batch"
+    assert p["decode_batch"] <= 4 + 1e-9
+    x = p["request_rate"]
+    w = p["workload"]
+    cycle = p["ttft_mean_s"] + (w["output_mean"] - 1) * p["tpot_mean_ms"] / 1e3
+    assert x * cycle == pytest.approx(32, rel=1e-3)
+    assert p["ttft_mean_s"] > 1.0
+
+
+def test_workload_moments_of_fixed_lengths():
+    m = workload_moments(_scenario(*RANDOM))
+    assert m.prompt_mean == 2048 and m.output_mean == 256 and m.think_mean_s == 0
+    assert m.hit_ideal == 0 and m.decode_context == 2048 + 128 and m.rate is None
+    chat = workload_moments(_scenario())
+    # Follow-up turns resend the conversation: most of their prompt is cached.
+    assert 0.2 < chat.hit_private < 0.8 and 0 < chat.hit_shared < 0.1 and chat.think_mean_s > 0
+
+
+def test_open_loop_projection():
+    p = project(_scenario(*RANDOM, "workload.rate=2.0"))
+    assert p["request_rate"] == pytest.approx(2.0, rel=1e-3)
+    assert p["output_tok_s"] == pytest.approx(2.0 * 256, rel=1e-3)
+    over = project(_scenario(*RANDOM, "workload.rate=1000"))
+    assert over["saturated"] == "overloaded" and over["request_rate"] < 1000
+
+
+def test_projection_scored_against_the_replay():
+    result = _invoke("--set", "workload.duration_s=60", "--set", "workload.concurrency=4",
+                     *[x for o in RANDOM for x in ("--set", o)], "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    score = data["score"]
+    for key in ("output_tok_s", "itl_mean_ms", "e2e_mean_s", "interactivity_tok_s"):
+        s = score[key]
+        assert s["diff"] == pytest.approx(s["projection"] - s["replay"])
+        assert abs(s["pct"]) < 25, (key, s)
+
+
+def test_table_and_bad_input():
+    result = _invoke("--set", "workload.duration_s=30")
+    assert result.exit_code == 0, result.output
+    assert "projection" in result.output and "replay" in result.output
+    assert "diff %" in result.output and "decode batch" in result.output
+    only = _invoke("--no-replay")
+    assert only.exit_code == 0 and "replay" not in only.output.splitlines()[1]
+    bad = _invoke("--set", "workload.concurrency=zero")
+    assert bad.exit_code == 2 and len(bad.output.strip().splitlines()) == 1
+
+
+def test_instances_share_the_load():
+    one = project(_scenario(*RANDOM, "workload.concurrency=16"))
+    two = project(_scenario(*RANDOM, "workload.concurrency=32", "topology.instances=2"))
+    assert two["schedulers"] == 2
+    assert two["output_tok_s"] == pytest.approx(2 * one["output_tok_s"], rel=1e-6)
+    assert two["output_tok_s_per_gpu"] == pytest.approx(one["output_tok_s_per_gpu"], rel=1e-6)
+    assert two["ttft_mean_s"] == pytest.approx(one["ttft_mean_s"], rel=1e-6)
+    chat = project(_scenario("topology.instances=2", "topology.router=least-loaded"))
+    assert chat["session_affinity"] == 0.5 and chat["cache_retention"] <= 0.5
+
+
+def test_disaggregated_is_refused():
+    result = _invoke("--no-replay", "--set", "topology.kind=disaggregated")
+    assert result.exit_code == 2, result.output
+    assert "colocated" in result.output and len(result.output.strip().splitlines()) == 1

@@ -1,0 +1,136 @@
+"""inferasim sweep: ladder parsing, bad input (one line, exit 2), results, plots, executors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import click
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from inferasim.cli.errors import ConfigErrorGroup as _Group
+from inferasim.cli.sweep_cmd import sweep
+from inferasim.config.errors import ConfigError
+from inferasim.config.knobs import Knobs
+from inferasim.config.loader import load_scenario
+from inferasim.sweep.executors import InProcessExecutor, LocalPoolExecutor, make_executor
+from inferasim.sweep.ladder import (
+    RUN_COLUMNS,
+    build_ladder,
+    flat_summary,
+    parse_concurrency,
+    parse_grid,
+    run_ladder,
+)
+
+SMALL = ["--set", "workload.duration_s=20"]
+
+
+def _cli() -> click.Group:
+    @click.group(cls=_Group)
+    def group() -> None:
+        pass
+
+    group.add_command(sweep)
+    return group
+
+
+def _invoke(*args: str):
+    return CliRunner().invoke(_cli(), ["sweep", *args])
+
+
+def test_parse_concurrency():
+    assert parse_concurrency("1, 2,4,4,8") == [1, 2, 4, 8]
+    assert parse_concurrency(None) is None
+    for bad in ("", " , ", "1,,2", "1,x", "2.5", "0", "-4"):
+        with pytest.raises(ConfigError):
+            parse_concurrency(bad)
+
+
+def test_parse_grid():
+    assert parse_grid(["engine.max_num_seqs=4,8", "INFERASIM_DPA_DECODE_DENSE=0,1"]) == [
+        ("engine.max_num_seqs", ["4", "8"]), ("INFERASIM_DPA_DECODE_DENSE", ["0", "1"])]
+    for bad in (["engine.max_num_seqs"], ["=1,2"], ["engine.max_num_seqs="],
+                ["workload.concurrency=1,2"], ["a.b=1", "a.b=2"], ["a.b=1,,2"]):
+        with pytest.raises(ConfigError):
+            parse_grid(bad)
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--concurrency", ""], "empty ladder"),
+    (["--concurrency", "1,two"], "expected integers"),
+    (["--concurrency", "0"], "at least 1"),
+    (["--grid", "INFERASIM_NOPE=1,2", "--concurrency", "1"], "unknown knob"),
+    (["--grid", "engine.max_num_seqs=a,b", "--concurrency", "1"], "engine.max_num_seqs"),
+    (["--concurrency", "1", "--jobs", "0"], "--jobs"),
+    (["--concurrency", "1", "--ray", "127.0.0.1:1"], "cannot reach a Ray cluster"),
+    (["--concurrency", "1", "--ray", "not-an-address"], "HOST:PORT"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, needle):
+    out = tmp_path / "out"
+    result = _invoke(*SMALL, *args, "--out", str(out))
+    assert result.exit_code == 2, result.output
+    lines = [ln for ln in result.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and needle in lines[0], result.output
+    assert not out.exists()
+
+
+def test_small_sweep_writes_results_and_plots(tmp_path):
+    out = tmp_path / "sweep"
+    out.mkdir()
+    (out / "stale.txt").write_text("replaced atomically")
+    result = _invoke(*SMALL, "--concurrency", "1,2", "--grid", "engine.max_num_seqs=1,64",
+                     "--jobs", "2", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert "c=" not in result.output                 # no progress bar off a terminal
+    frame = pd.read_csv(out / "results.csv")
+    assert list(frame["rung"]) == [0, 1, 2, 3]
+    assert list(frame["concurrency"]) == [1, 2, 1, 2]
+    assert list(frame["engine.max_num_seqs"]) == [1, 1, 64, 64]
+    assert {"config", "INFERASIM_DPA_DECODE_DENSE", "INFERASIM_DES_LOCKSTEP", "output_tok_s",
+            "ttft_mean_s", "itl_mean_ms", "interactivity_tok_s", "prefix_hit_rate",
+            "calibration.mode", "wall_s"} <= set(frame.columns)
+    assert (frame["requests_completed"] > 0).all()
+    assert pd.read_parquet(out / "results.parquet").shape == frame.shape
+    for name in ("pareto.png", "latency.png", "prefix_hit.png"):
+        data = (out / name).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+    assert (out / "scenario.resolved.yaml").exists() and not (out / "stale.txt").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["sweep"]      # no temp folder left
+
+
+def test_same_results_whatever_the_jobs():
+    rungs = build_ladder(None, ["workload.duration_s=20"], [1, 3, 2], [("INFERASIM_DPA_DECODE_DENSE",
+                         ["0", "1"])], Knobs(), resolve=lambda p, o: load_scenario(p, o))
+    assert [r.index for r in rungs] == list(range(6))
+    assert [r.knobs.dpa_decode_dense for r in rungs] == [False] * 3 + [True] * 3
+    serial = run_ladder(rungs, InProcessExecutor())
+    with make_executor(2, tasks=len(rungs)) as pool:
+        assert isinstance(pool, LocalPoolExecutor)
+        parallel = run_ladder(rungs, pool)
+    assert list(serial["concurrency"]) == [1, 3, 2, 1, 3, 2]
+    pd.testing.assert_frame_equal(serial.drop(columns=list(RUN_COLUMNS)),
+                                  parallel.drop(columns=list(RUN_COLUMNS)))
+
+
+def test_executor_choice():
+    assert isinstance(make_executor(1), InProcessExecutor)
+    assert isinstance(make_executor(8, tasks=1), InProcessExecutor)
+    assert make_executor(None, tasks=64).workers >= 1
+
+
+def test_flat_summary_encodes_calibration():
+    flat = flat_summary({"a": 1.5, "calibration": {"mode": "analytic", "anchors_used": ["x"]},
+                         "ids": [1, 2]})
+    assert flat == {"a": 1.5, "calibration.mode": "analytic",
+                    "calibration.anchors_used": '["x"]', "ids": "[1, 2]"}
+
+
+def test_no_plotting_library_at_cli_start_up():
+    code = ("import sys, inferasim.cli.main, inferasim.cli.sweep_cmd, inferasim.cli.ablate_cmd, "
+            "inferasim.cli.project_cmd; bad = [m for m in ('matplotlib', 'ray') if m in "
+            "sys.modules]; print(bad); sys.exit(1 if bad else 0)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
