@@ -129,3 +129,13 @@ def test_cli_bad_input_one_line_exit_2(args, tmp_path):
     lines = [ln for ln in result.output.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("inferasim: error:")
     assert not out.exists()  # nothing written
+
+
+def test_scenario_key_reference_is_current():
+    from pathlib import Path
+
+    from inferasim.config.docgen import render
+
+    doc = Path(__file__).resolve().parents[1] / "docs" / "scenarios.md"
+    assert doc.read_text().strip() == render().strip(), \
+        "docs/scenarios.md is stale: python -m inferasim.config.docgen > docs/scenarios.md"
