@@ -41,8 +41,15 @@ def run(scenario, overrides, as_json, out_dir, out_format, **flags):
     if as_json:
         click.echo(json.dumps(summary, default=str))
     else:
-        title = (f"{resolved.name}: {resolved.model.name} on {resolved.parallel.tp}x"
-                 f"{resolved.gpu.name}, {resolved.engine.name}, {resolved.workload.format} "
-                 f"workload, concurrency {resolved.workload.concurrency}")
+        wl = resolved.workload
+        if wl.format == "mooncake" and not wl.mooncake_sessions:
+            load = "recorded arrivals"
+        elif wl.rate is not None and wl.format in ("synthetic", "random"):
+            load = f"{wl.rate:g} req/s"
+        else:
+            load = f"concurrency {wl.concurrency}"
+        title = (f"{resolved.name}: {resolved.model.name} on {resolved.total_gpus} x "
+                 f"{resolved.gpu.name} ({resolved.topology.kind}), {resolved.engine.name}, "
+                 f"{wl.format} workload, {load}")
         click.echo(summary_table(summary, title))
         click.echo(f"(simulated {result.end_s:.0f} s in {summary['wall_s']:.2f} s of wall time)")
