@@ -30,6 +30,7 @@ With no usable anchor the oracle is the analytic one, and ``calibration`` says w
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 from typing import Any
@@ -310,8 +311,6 @@ def _analytic_prefill_seconds(oracle: AnalyticOracle, isl: int) -> float:
 
 # ---------------------------------------------------------------- the default store
 
-_STORE_CACHE: dict[str, tuple[tuple, Any]] = {}
-
 
 def _signature(root: Path) -> tuple:
     if root.is_file():
@@ -326,18 +325,20 @@ def _signature(root: Path) -> tuple:
 def default_store(path: str | Path | None = None):
     """The shipped ``anchors/`` store (or ``path``), loaded once per change of its files;
     ``None`` when the folder does not exist."""
-    from inferasim.anchors.store import DEFAULT_ANCHOR_DIR, AnchorStore
+    from inferasim.anchors.store import DEFAULT_ANCHOR_DIR
 
     root = Path(path) if path is not None else DEFAULT_ANCHOR_DIR
     if not root.exists():
         return None
-    sig = _signature(root)
-    hit = _STORE_CACHE.get(str(root))
-    if hit is not None and hit[0] == sig:
-        return hit[1]
-    store = AnchorStore.load(root)
-    _STORE_CACHE[str(root)] = (sig, store)
-    return store
+    return _load_store(str(root), _signature(root))
+
+
+@functools.lru_cache(maxsize=4)
+def _load_store(root: str, signature: tuple):
+    """Memoised by the files' names, sizes and mtimes: a changed file is read again."""
+    from inferasim.anchors.store import AnchorStore
+
+    return AnchorStore.load(Path(root))
 
 
 def oracle_for(scenario: Scenario, knobs: Knobs | None = None, store=None, *,
