@@ -116,3 +116,13 @@ def test_disaggregated_is_refused():
     result = _invoke("--no-replay", "--set", "topology.kind=disaggregated")
     assert result.exit_code == 2, result.output
     assert "colocated" in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_resident_tokens_override_the_sampled_session_size():
+    """--workload-resident-tokens: with sessions said to hold far more than sampled, fewer
+    idle histories fit beside the running batch and the projected hit rate falls."""
+    common = ["workload.concurrency=32", "engine.kv_pool_tokens=400000"]
+    sampled = project(_scenario(*common))
+    big = project(_scenario(*common, "workload.resident_tokens=150000"))
+    assert big["workload"]["idle_context"] == 150000
+    assert big["prefix_hit_rate"] < sampled["prefix_hit_rate"]

@@ -377,6 +377,9 @@ def project(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
     width = scenario.speculative.verify_width
     advance = scenario.speculative.tokens_per_step
     cap = _batch_cap(scenario, pool, m)
+    # --workload-resident-tokens gives the length-biased resident mean measured on the real
+    # trace, so that a sampling error in the session model is not read as an admission one.
+    idle_context = scenario.workload.resident_tokens or m.idle_context
     retention = affinity
     for _ in range(RETENTION_PASSES):
         prices = _Prices(scenario, oracle, m, retention, width)
@@ -384,7 +387,7 @@ def project(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
         # Idle sessions keep their history only while the pool has room beside the running
         # batch and the shared prefixes; LRU drops the rest.
         idle_sessions = st.x * m.think_mean_s
-        need = idle_sessions * m.idle_context
+        need = idle_sessions * idle_context
         room = max(0.0, pool - st.b * m.decode_context)
         new = affinity * (1.0 if need <= room or need <= 0 else room / need)
         if abs(new - retention) < 1e-3:
@@ -422,7 +425,7 @@ def project(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
         "workload": {"requests_sampled": m.requests, "prompt_mean": m.prompt_mean,
                      "output_mean": m.output_mean, "think_mean_s": m.think_mean_s,
                      "hit_ideal": m.hit_ideal, "hit_shared": m.hit_shared,
-                     "decode_context": m.decode_context, "idle_context": m.idle_context,
+                     "decode_context": m.decode_context, "idle_context": idle_context,
                      "rate": m.rate, "concurrency": None if m.rate else scenario.workload.concurrency},
     }
 
