@@ -57,7 +57,7 @@ class Prediction:
     wall_s: float
     method: str = "replay"
     # True when other anchors of the group lie on both sides of this concurrency (the ratio is
-    # interpolated); False at the ends of the sweep (the ratio is clamped).
+    # interpolated); False at the ends of the sweep (the end trend is carried on, bounded).
     bracketed: bool = False
     # Metric -> why the measurement is not scored (it contradicts the anchor's own latency).
     excluded: dict[str, str] = attrs.field(factory=dict)

@@ -251,7 +251,7 @@ def validate_cmd(folder: Path | None, as_json: bool, verbose: bool) -> None:
     for label, subset in (("all", preds),
                           ("  inside the sweep (ratio interpolated)", [p for p in preds
                                                                        if p.bracketed]),
-                          ("  at its ends (ratio clamped)", [p for p in preds
+                          ("  at its ends (trend extrapolated)", [p for p in preds
                                                              if not p.bracketed])):
         st = error_stats(subset)
         cells = [f"{_pct(st[m]['median_abs']):>7}/{_pct(st[m]['p90_abs']):<7}"

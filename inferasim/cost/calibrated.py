@@ -12,9 +12,10 @@ bare forward pass (design.md, behaviour.md 3 "Transport by the whole step").
   sequences (per replica, capped at the engine's running limit) at the mean context
   ``isl + osl / 2``.
 - The ratio measured/analytic(anchor) is taken per target batch: with several anchors it is
-  interpolated in log(concurrency) between the two nearest, clamped at the ends of the measured
-  sweep (a trend is never extrapolated). Anchors at one concurrency share the geometric mean of
-  their ratios.
+  interpolated in log(concurrency) between the two nearest; past the ends of the measured sweep
+  the end segment's trend is carried on, bounded to a factor EXTRAPOLATION_LIMIT of the end
+  ratio (a predictor that goes flat outside the data errs in the direction the data was
+  already moving). Anchors at one concurrency share the geometric mean of their ratios.
 - The KV stream scales with the target's KV width: ``analytic(target)`` prices the target's own
   KV dtype, so the KV delta from the anchor's context and batch to the target's is carried at
   that width — fp8 and bf16 KV do not project alike.
@@ -190,8 +191,7 @@ class CalibratedOracle:
         r = self._ratio_cache.get(key)
         if r is None:
             logb, ratios = self._table(width)
-            # np.interp clamps at the ends: never extrapolates a trend past the sweep.
-            r = float(np.interp(math.log(n), logb, ratios))
+            r = _ratio_at(math.log(n), logb, ratios)
             self._ratio_cache[key] = r
         return r
 
@@ -285,7 +285,7 @@ class CalibratedOracle:
         used = [p.id for p in self.points]
         lo, hi = min(table), max(table)
         note = (f"{len(used)} anchor(s), decode ratio {min(table.values()):.3g}-"
-                f"{max(table.values()):.3g} over concurrency {lo}-{hi} (clamped outside); "
+                f"{max(table.values()):.3g} over concurrency {lo}-{hi} (trend carried, bounded, outside); "
                 f"prefill {prefill}" + ("; build crossed" if crossed else ""))
         out = {"mode": "anchored", "note": note, "anchors_used": used, "refused": refused,
                "crossed_build": crossed, "notes": notes, "fallback": None, "prefill": prefill,
@@ -293,6 +293,26 @@ class CalibratedOracle:
         if self._prefill_calibrated:
             out["prefill_ratio"] = {int(i): round(r, 4) for i, r in self.prefill_points}
         return out
+
+
+# A trend carried past the measured sweep may change the end ratio by at most this factor.
+EXTRAPOLATION_LIMIT = 1.5
+
+
+def _ratio_at(x: float, xs: np.ndarray, ratios: np.ndarray) -> float:
+    """measured/analytic at log-batch ``x``: interpolated in log space inside the sweep;
+    outside it, the end segment's trend carried on (a predictor that goes flat past the
+    data is wrong in the direction the data was already moving), bounded to a factor of
+    EXTRAPOLATION_LIMIT of the end ratio."""
+    logr = np.log(ratios)
+    if xs.size == 1 or xs[0] <= x <= xs[-1]:
+        return float(np.exp(np.interp(x, xs, logr)))
+    i, j = (0, 1) if x < xs[0] else (-2, -1)
+    slope = (logr[j] - logr[i]) / (xs[j] - xs[i])
+    end = logr[i] if x < xs[0] else logr[j]
+    x_end = xs[i] if x < xs[0] else xs[j]
+    bound = math.log(EXTRAPOLATION_LIMIT)
+    return float(np.exp(end + float(np.clip(slope * (x - x_end), -bound, bound))))
 
 
 def _analytic_prefill_seconds(oracle: AnalyticOracle, isl: int) -> float:
