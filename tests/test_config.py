@@ -139,3 +139,19 @@ def test_scenario_key_reference_is_current():
     doc = Path(__file__).resolve().parents[1] / "docs" / "scenarios.md"
     assert doc.read_text().strip() == render().strip(), \
         "docs/scenarios.md is stale: python -m inferasim.config.docgen > docs/scenarios.md"
+
+
+@pytest.mark.parametrize("override, words", [
+    ("engine.page_size=0", "at least 1"),
+    ("workload.concurrency=-1", "at least 1"),
+    ("workload.duration_s=-5", "above 0"),
+    ("speculative.acceptance=1.5", "at most 1"),
+    ("engine.mem_fraction=2", "at most 1"),
+    ("workload.rate=0", "above 0"),
+])
+def test_out_of_range_numbers_are_refused(write_yaml, override, words):
+    path = write_yaml("s.yaml", BASE)
+    key = override.split("=")[0]
+    with pytest.raises(ConfigError, match=words) as err:
+        load_scenario(path, [override])
+    assert err.value.key == key

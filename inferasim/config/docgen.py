@@ -36,6 +36,16 @@ def _type_name(tp, field) -> str:
     if attrs.has(tp):
         return "mapping"
     text = str(tp).replace("typing.", "").replace("<class '", "").replace("'>", "")
+    meta = field.metadata
+    bounds = []
+    if "min" in meta:
+        bounds.append(f">= {meta['min']:g}")
+    if "above" in meta:
+        bounds.append(f"> {meta['above']:g}")
+    if "max" in meta:
+        bounds.append(f"<= {meta['max']:g}")
+    if bounds:
+        text += f" ({', '.join(bounds)})"
     return text.replace("|", "\\|")
 
 

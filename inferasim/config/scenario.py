@@ -7,7 +7,7 @@ from typing import Any
 import attrs
 
 from inferasim.arch.spec import WEIGHT_DTYPES, ModelSpec
-from inferasim.config.typed import choices
+from inferasim.config.typed import above, at_least, between, choices
 from inferasim.cost.gpu import GpuSpec
 
 ENGINES = ("vllm", "sglang", "mori-sglang", "atom")
@@ -35,7 +35,7 @@ class EngineSpec:
     scheduler: str = attrs.field(default="unified", metadata=choices("unified", "prefill-exclusive"))
     queue_policy: str = attrs.field(default="lpm", metadata=choices("fcfs", "lpm"))
     # LPM falls back to arrival order past this many waiting requests (SGLang: 128).
-    lpm_max_waiting: int = 128
+    lpm_max_waiting: int = attrs.field(default=128, metadata=at_least(0))
     preemption: str = attrs.field(default="recompute-newest",
                                   metadata=choices("recompute-newest", "retract-fewest-output"))
     eviction_policy: str = attrs.field(default="leaf-lru", metadata=choices("leaf-lru", "recency"))
@@ -43,28 +43,28 @@ class EngineSpec:
     kv_dtype: str = attrs.field(default="auto", metadata=choices("auto", "bf16", "fp8"))
     # What ``auto`` means on this engine (the model's stack dtype unless the engine forces fp8).
     kv_dtype_auto: str = attrs.field(default="bf16", metadata=choices("bf16", "fp8"))
-    mem_fraction: float = 0.9
+    mem_fraction: float = attrs.field(default=0.9, metadata=between(0.01, 1.0))
     # Activation peak, graphs and workspace kept out of the KV budget, GiB per GPU.
-    reserve_gib: float = 4.0
-    page_size: int = 16
-    max_num_seqs: int = 1024
-    max_num_batched_tokens: int = 8192
-    chunked_prefill_size: int = 8192
+    reserve_gib: float = attrs.field(default=4.0, metadata=at_least(0))
+    page_size: int = attrs.field(default=16, metadata=at_least(1))
+    max_num_seqs: int = attrs.field(default=1024, metadata=at_least(1))
+    max_num_batched_tokens: int = attrs.field(default=8192, metadata=at_least(1))
+    chunked_prefill_size: int = attrs.field(default=8192, metadata=at_least(1))
     # The pool the engine really allocated (tokens); overrides the memory model.
-    kv_pool_tokens: int | None = None
+    kv_pool_tokens: int | None = attrs.field(default=None, metadata=at_least(1))
     # mori-sglang shards the MLA latent across attention-TP ranks; vLLM and SGLang replicate it.
     mla_latent_sharded: bool = False
     attention_backend: str = ""
     # Host-side time each step pays on top of the GPU's own fixed cost; seconds.
-    step_overhead_s: float = 0.0
+    step_overhead_s: float = attrs.field(default=0.0, metadata=at_least(0))
     # SGLang's admission reserves each new request's remaining output (clipped) and each
     # running request's at ``new_token_ratio``; vLLM reserves nothing for outputs.
     # Opt-in host-side TTFT term per uncached prompt token (behaviour.md 5); 0 = off.
-    uncached_prompt_latency_us: float = 0.0
+    uncached_prompt_latency_us: float = attrs.field(default=0.0, metadata=at_least(0))
     # At most this many uncached tokens are charged; 0 = no cap.
-    uncached_prompt_latency_max_tokens: int = 0
+    uncached_prompt_latency_max_tokens: int = attrs.field(default=0, metadata=at_least(0))
     reserve_output_on_admission: bool = False
-    output_reserve_clip: int = 4096
+    output_reserve_clip: int = attrs.field(default=4096, metadata=at_least(0))
     new_token_ratio_init: float = 0.7
     new_token_ratio_min: float = 0.098
     new_token_ratio_decay_steps: int = 600
@@ -90,8 +90,8 @@ class ParallelSpec:
 @attrs.frozen
 class SpeculativeSpec:
     method: str = attrs.field(default="none", metadata=choices("none", "mtp", "eagle3", "dspark"))
-    draft_tokens: int = 0
-    acceptance: float = 0.0
+    draft_tokens: int = attrs.field(default=0, metadata=at_least(0))
+    acceptance: float = attrs.field(default=0.0, metadata=between(0.0, 1.0))
 
     @property
     def verify_width(self) -> int:
@@ -111,43 +111,41 @@ class SyntheticSpec:
     """Multi-turn chat sessions. Lengths are fitted to the Mooncake conversation trace, think
     time to the AgentX corpus; docs/workloads.md gives the figures used."""
 
-    system_prompt_tokens: int = 512
-    first_prompt_tokens_median: float = 5200.0
+    system_prompt_tokens: int = attrs.field(default=512, metadata=at_least(0))
+    first_prompt_tokens_median: float = attrs.field(default=5200.0, metadata=above(0))
     first_prompt_sigma: float = 1.24
-    turn_tokens_median: float = 490.0
+    turn_tokens_median: float = attrs.field(default=490.0, metadata=above(0))
     turn_sigma: float = 1.8
-    output_tokens_median: float = 350.0
+    output_tokens_median: float = attrs.field(default=350.0, metadata=above(0))
     output_sigma: float = 0.42
-    turns_mean: float = 1.63
-    think_time_median_s: float = 10.0
+    turns_mean: float = attrs.field(default=1.63, metadata=at_least(1))
+    think_time_median_s: float = attrs.field(default=10.0, metadata=above(0))
     think_time_sigma: float = 1.3
-    max_prompt_tokens: int = 131072
+    max_prompt_tokens: int = attrs.field(default=131072, metadata=at_least(2))
     # Granularity of the prompt's block keys (the prefix cache's unit).
-    block_tokens: int = 16
-
-
+    block_tokens: int = attrs.field(default=16, metadata=at_least(1))
 @attrs.frozen
 class WorkloadSpec:
     format: str = attrs.field(default="synthetic", metadata=choices(*WORKLOAD_FORMATS))
     trace: str | None = None
-    isl: int = 1024
-    osl: int = 1024
+    isl: int = attrs.field(default=1024, metadata=at_least(1))
+    osl: int = attrs.field(default=1024, metadata=at_least(1))
     # Random lengths drawn uniformly from [ratio x isl, isl] (and likewise osl); 1 = fixed.
-    random_range_ratio: float = 1.0
-    concurrency: int = 8
+    random_range_ratio: float = attrs.field(default=1.0, metadata=between(0.0, 1.0))
+    concurrency: int = attrs.field(default=8, metadata=at_least(1))
     # Seconds of arrivals after the warm-up; None = 600 s for generated workloads, 1800 s for
     # agentic lanes (agentx, sessions: the harness's --benchmark-duration), the whole trace
     # for other recorded ones.
-    duration_s: float | None = None
-    warmup_s: float = 0.0
+    duration_s: float | None = attrs.field(default=None, metadata=above(0))
+    warmup_s: float = attrs.field(default=0.0, metadata=at_least(0))
     seed: int = 42
     # Open-loop arrival rate (requests/s) for random and synthetic workloads; None = closed loop.
-    rate: float | None = None
+    rate: float | None = attrs.field(default=None, metadata=above(0))
     # Trace time is divided by this: 2.0 replays a trace twice as fast.
-    rate_scale: float = 1.0
-    max_requests: int | None = None
+    rate_scale: float = attrs.field(default=1.0, metadata=above(0))
+    max_requests: int | None = attrs.field(default=None, metadata=at_least(1))
     # Length-biased mean of resident tokens per session, when known (sizes admission checks).
-    resident_tokens: int | None = None
+    resident_tokens: int | None = attrs.field(default=None, metadata=at_least(1))
     # Mooncake: replay implicit follow-up turns as closed-loop sessions instead of at their stamps.
     mooncake_sessions: bool = False
     # Agentic lanes (formats agentx and sessions; docs/agentic.md). Which tree a lane draws
@@ -195,9 +193,8 @@ class TopologySpec:
     decode: PoolSpec = attrs.field(factory=PoolSpec)
     # The prefill -> decode KV link: aggregate GB/s between a prefill and a decode instance,
     # and the fixed latency of one transfer.
-    link_bandwidth_gbs: float = 100.0
-    link_latency_us: float = 50.0
-
+    link_bandwidth_gbs: float = attrs.field(default=100.0, metadata=above(0))
+    link_latency_us: float = attrs.field(default=50.0, metadata=at_least(0))
     def __attrs_post_init__(self) -> None:
         if self.instances < 1 or self.prefill.instances < 1 or self.decode.instances < 1:
             raise ValueError("instance counts must be at least 1")
@@ -210,9 +207,7 @@ class SimSpec:
     # Simulate every engine step instead of advancing steady decode in macro-steps.
     exact_steps: bool = False
     # Most decode steps one macro-step may cover.
-    max_macro_steps: int = 512
-
-
+    max_macro_steps: int = attrs.field(default=512, metadata=at_least(1))
 @attrs.frozen
 class ScenarioSpec:
     """The scenario file's own keys (before catalog resolution)."""

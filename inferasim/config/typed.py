@@ -24,6 +24,21 @@ def choices(*values: str) -> dict[str, tuple[str, ...]]:
     return {"choices": values}
 
 
+def at_least(bound: float) -> dict[str, float]:
+    """A numeric field's smallest allowed value."""
+    return {"min": bound}
+
+
+def above(bound: float) -> dict[str, float]:
+    """A numeric field that must exceed ``bound``."""
+    return {"above": bound}
+
+
+def between(low: float, high: float) -> dict[str, float]:
+    """A numeric field within [low, high]."""
+    return {"min": low, "max": high}
+
+
 class _Ctx:
     def __init__(self, origins: Origins, default_file: str):
         self.origins = origins
@@ -131,6 +146,14 @@ def _build(cls: type, data: dict[str, Any], prefix: str, ctx: _Ctx) -> Any:
             near = difflib.get_close_matches(str(value), allowed, n=1, cutoff=0.5)
             hint = f" (did you mean {near[0]!r}?)" if near else ""
             raise ctx.fail(dotted, f"expected one of {', '.join(allowed)}; got {value!r}{hint}")
+        low, over = field.metadata.get("min"), field.metadata.get("above")
+        if value is not None and low is not None and value < low:
+            raise ctx.fail(dotted, f"expected a value of at least {low:g}, got {value!r}")
+        if value is not None and over is not None and value <= over:
+            raise ctx.fail(dotted, f"expected a value above {over:g}, got {value!r}")
+        high = field.metadata.get("max")
+        if value is not None and high is not None and value > high:
+            raise ctx.fail(dotted, f"expected a value of at most {high:g}, got {value!r}")
         kwargs[name] = value
     try:
         return cls(**kwargs)
