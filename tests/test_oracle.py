@@ -68,3 +68,36 @@ def test_tp_adds_communication_and_cuts_per_gpu_gemm():
                                               "parallel.tp=8"]))
     d = two.step(StepBatch(decode_context=np.full(8, 1024.0)))
     assert d.breakdown["gemm_dense_ffn"] == pytest.approx(c.breakdown["gemm_dense_ffn"] / 2)
+
+
+@pytest.mark.parametrize("overrides", [
+    [],
+    ["model.name=deepseek-r1", "gpu.name=mi355x", "parallel.tp=8", "engine.kv_dtype=fp8"],
+    ["model.name=deepseek-r1", "gpu.name=mi355x", "parallel.tp=8", "parallel.dp_attention=8"],
+    ["model.name=qwen3-235b-a22b", "gpu.name=h200", "parallel.tp=8"],
+])
+def test_linear_attention_fast_path_equals_the_full_model(overrides):
+    """Dense attention is priced from per-unit coefficients on the hot path; it must equal
+    the full per-sequence model for any batch and verify width."""
+    oracle = AnalyticOracle(load_scenario(None, overrides))
+    assert oracle._linear
+    rng = np.random.default_rng(7)
+    for width in (1, 3):
+        ctx = rng.integers(1, 200_000, 17).astype(float)
+        fast = oracle._decode_attention(ctx, width)
+        full = oracle._decode_attention_full(ctx, width)
+        assert fast.keys() == full.keys()
+        for term in fast:
+            np.testing.assert_allclose(fast[term], full[term], rtol=1e-12)
+    chunk = rng.integers(1, 16_384, 9).astype(float)
+    resident = rng.integers(0, 100_000, 9).astype(float)
+    fast = oracle._prefill_attention(chunk, resident)
+    full = oracle._prefill_attention_full(chunk, resident)
+    for term in fast:
+        np.testing.assert_allclose(fast[term], full[term], rtol=1e-12)
+
+
+def test_windowed_and_sparse_attention_take_the_full_path():
+    for overrides in (["model.name=gpt-oss-120b"],
+                      ["model.name=glm-5.2", "gpu.name=mi355x", "parallel.tp=8"]):
+        assert not AnalyticOracle(load_scenario(None, overrides))._linear

@@ -14,7 +14,7 @@ import math
 import attrs
 import numpy as np
 
-from inferasim.arch.attention import attention_for
+from inferasim.arch.attention import GqaAttention, MlaAttention, attention_for
 from inferasim.arch.params import param_counts
 from inferasim.arch.sparse_attention import decode_attention_cost
 from inferasim.arch.work import StepWork, step_work
@@ -76,6 +76,10 @@ class AnalyticOracle:
         self.kv_divisor = 1.0 if latent_replicated else float(self.attn_tp)
         self.fixed_s = self.gpu.step_overhead_s + scenario.engine.step_overhead_s
         self._gemm_memo: dict[tuple[float, float], dict[str, float]] = {}
+        # Dense attention without windows is linear in its work (see _linear_coefficients).
+        self._linear = type(self.attention) in (GqaAttention, MlaAttention) \
+            and scenario.model.attention.sliding_layers == 0
+        self._coefficients: dict[tuple[str, int], dict[str, float]] = {}
         spec = scenario.speculative
         self.draft_tokens = spec.draft_tokens if spec.method != "none" else 0
         counts = param_counts(scenario.model)
@@ -140,6 +144,32 @@ class AnalyticOracle:
         return "dpa-decode" if self.dp > 1 else "decode"
 
     def _decode_attention(self, ctx: np.ndarray, width: int) -> dict[str, np.ndarray]:
+        if self._linear:
+            coef = self._linear_coefficients(("decode", width))
+            return {term: c * ctx for term, c in coef.items()}
+        return self._decode_attention_full(ctx, width)
+
+    def _prefill_attention(self, chunk: np.ndarray, resident: np.ndarray) -> dict[str, np.ndarray]:
+        if self._linear:
+            pairs = chunk * resident + chunk * (chunk + 1) / 2
+            return {term: c * pairs for term, c in self._linear_coefficients(("prefill", 0)).items()}
+        return self._prefill_attention_full(chunk, resident)
+
+    def _linear_coefficients(self, key: tuple[str, int]) -> dict[str, float]:
+        """Seconds per unit of work for attention that is linear in it: dense attention with
+        no window prices decode per token of context and prefill per causal query-key pair,
+        so one evaluation at a unit of work prices every batch (the hot path of a replay)."""
+        coef = self._coefficients.get(key)
+        if coef is None:
+            one = np.ones(1)
+            if key[0] == "decode":
+                secs = self._decode_attention_full(one, key[1])
+            else:  # a 1-token chunk over nothing resident: exactly one query-key pair
+                secs = self._prefill_attention_full(one, np.zeros(1))
+            coef = self._coefficients[key] = {t: float(v[0]) for t, v in secs.items()}
+        return coef
+
+    def _decode_attention_full(self, ctx: np.ndarray, width: int) -> dict[str, np.ndarray]:
         phase = self._decode_phase()
         dense = phase == "dpa-decode" and self.knobs.dpa_decode_dense
         cost = decode_attention_cost(self.attention, ctx, width, self.kv_dtype, dense=dense)
@@ -151,7 +181,8 @@ class AnalyticOracle:
             secs = {k: v / self.dp_split for k, v in secs.items()}
         return secs
 
-    def _prefill_attention(self, chunk: np.ndarray, resident: np.ndarray) -> dict[str, np.ndarray]:
+    def _prefill_attention_full(self, chunk: np.ndarray,
+                                resident: np.ndarray) -> dict[str, np.ndarray]:
         cost = self.attention.prefill(chunk, resident, self.kv_dtype)
         secs = kind_attention_seconds(self.attention, cost, self.gpu, phase="prefill",
                                       attn_tp=self.attn_tp, kv_bytes_divisor=self.kv_divisor,
