@@ -160,3 +160,19 @@ def test_macro_steps_equal_exact_steps(engine):
         np.testing.assert_allclose(fb[col], fa[col], rtol=1e-9)
     np.testing.assert_array_equal(fb.cached_tokens, fa.cached_tokens)
     np.testing.assert_array_equal(fb.preemptions, fa.preemptions)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_pool_drains_to_the_cache_after_replay(engine):
+    """Private pages held in the decode arrays are all given back: when the replay has drained,
+    nothing is private and the pool is free + cached, even after preemptions."""
+    sc = scenario(f"engine.name={engine}", "engine.kv_pool_tokens=20000", "workload.concurrency=8",
+                  "workload.synthetic.first_prompt_tokens_median=2500",
+                  "workload.synthetic.output_tokens_median=1500", "sim.exact_steps=false")
+    result = simulate(sc)
+    kv = result.engines[0].kv
+    assert result.engines[0].stats.preemptions > 0
+    kv.pool.check()
+    assert kv.pool.private == 0
+    assert kv.pool.free + kv.pool.tree == kv.pool.capacity
+    kv.cache.check()

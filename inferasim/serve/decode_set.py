@@ -3,8 +3,9 @@ batch (growth checks, token counts, finishes) is a few numpy operations, not a P
 over every sequence.
 
 While a request is in the set, the arrays are the truth for its decode progress and page
-capacity; ``sync`` writes them back to the request objects before any code that reads
-them one by one (preemption, reservations, reports).
+capacity (hence its private tokens: capacity less what the tree holds); ``sync`` writes them
+back to the request objects before any code that reads them one by one (preemption,
+growth one request at a time, release).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ class DecodeSet:
         req = self.reqs[i]
         req.decode_steps = int(self.steps[i])
         req.generated = self.gen_base[i] + self.steps[i] * self.advance
+        req.private = int(self.cap[i] - self.tree[i])
 
     def sync(self) -> None:
         for i in range(len(self.reqs)):

@@ -83,9 +83,9 @@ def grow_rows(eng: EngineInstance, rows: np.ndarray, context: np.ndarray) -> boo
     delta = eng.kv.page_deltas(context, tree, dec.cap[rows] - tree)
     if not eng.kv.take(int(delta.sum())):
         return False
+    # The arrays hold the truth while a request decodes; its private count is written
+    # back when it leaves the set or before a code path that reads it (DecodeSet.sync).
     dec.cap[rows] += delta
-    for i, d in zip(rows.tolist(), delta.tolist(), strict=True):
-        dec.reqs[i].private += int(d)
     return True
 
 
