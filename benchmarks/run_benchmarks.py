@@ -118,7 +118,13 @@ def run_case(name: str) -> dict:
     queue = ctx.Queue()
     proc = ctx.Process(target=_run_case, args=(name, queue))
     proc.start()
-    out = queue.get()
+    while True:  # a case that crashes must not hang the runner on its queue
+        try:
+            out = queue.get(timeout=1.0)
+            break
+        except Exception:  # queue.Empty
+            if not proc.is_alive():
+                return {"case": name, "skipped": f"failed (exit code {proc.exitcode})"}
     proc.join()
     return out
 

@@ -25,6 +25,7 @@ class DecodeSet:
         self.cap = np.zeros(capacity)     # tokens the request's pages hold (tree + private)
         self.tree = np.zeros(capacity)    # of which the prefix cache holds
         self.out = np.zeros(capacity)
+        self._context: np.ndarray | None = None  # remembered until progress or rows change
 
     def __len__(self) -> int:
         return len(self.reqs)
@@ -38,6 +39,7 @@ class DecodeSet:
             setattr(self, name, new)
 
     def add(self, req: LiveRequest) -> None:
+        self._context = None
         i = len(self.reqs)
         if i == self.prompt.size:
             self._grow()
@@ -66,6 +68,7 @@ class DecodeSet:
         The last row moves into the hole: order in the set carries no meaning."""
         i = req.row
         self.sync_row(i)
+        self._context = None
         last = len(self.reqs) - 1
         if i != last:
             moved = self.reqs[last]
@@ -85,8 +88,16 @@ class DecodeSet:
         n = len(self.reqs)
         return self.gen_base[:n] + self.steps[:n] * self.advance
 
+    def add_steps(self, rows: np.ndarray, steps: int) -> None:
+        """``steps`` more decode steps for the requests at ``rows``."""
+        self.steps[rows] += steps
+        self._context = None
+
     def context(self) -> np.ndarray:
-        return self.prompt[: len(self.reqs)] + self.generated()
+        """Tokens resident per decoding request (read-only: shared until the next change)."""
+        if self._context is None:
+            self._context = self.prompt[: len(self.reqs)] + self.generated()
+        return self._context
 
     def rows_needing_pages(self, width: int) -> np.ndarray:
         n = len(self.reqs)

@@ -247,7 +247,7 @@ class EngineInstance:
             rows = np.arange(n)
         else:
             rows = np.fromiter((r.row for r in step.decodes), np.int64, len(step.decodes))
-        dec.steps[rows] += steps
+        dec.add_steps(rows, steps)
         generated = dec.gen_base[rows] + dec.steps[rows] * self.advance
         done = rows[generated >= dec.out[rows]]
         if done.size:
