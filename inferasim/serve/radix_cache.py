@@ -317,10 +317,25 @@ class RadixCache:
                 break
             take = min(node.blocks, need - freed)
             if take < node.blocks:
+                if self.policy.evicts_tail:
+                    self._trim_leaf(node, take)
+                    freed += take
+                    continue
                 node = self._split_for_eviction(node, take)
             freed += node.blocks
             self._release(node)
         return freed * self.block_tokens
+
+    def _trim_leaf(self, node: RadixNode, take: int) -> None:
+        """Free the last ``take`` blocks of an unpinned leaf in place: the head stays cached
+        under the same node, which keeps its place among the candidates (eviction of the
+        rest of this leaf's tail comes next, as LRU over its blocks would have it)."""
+        tokens = take * self.block_tokens
+        node.keys = node.keys[: node.blocks - take]
+        self._evictable -= tokens
+        self.pool.tree_to_free(tokens)
+        self.stats.evictions += take
+        self._offer(node)
 
     def make_room(self, tokens: int) -> bool:
         """Evict until the pool has ``tokens`` free. When even evicting everything unpinned
@@ -426,10 +441,8 @@ class RadixCache:
         return head
 
     def _split_for_eviction(self, node: RadixNode, take: int) -> RadixNode:
-        """Shrink a victim to the ``take`` blocks the policy gives up first."""
-        if self.policy.evicts_tail:
-            self._split(node, node.blocks - take)
-            return node
+        """Cut off the ``take`` head blocks a head-first policy gives up (a tail-first
+        policy trims its leaf in place, ``_trim_leaf``)."""
         return self._split(node, take)
 
     def _new_child(self, parent: RadixNode, keys: np.ndarray, now: float) -> RadixNode:
