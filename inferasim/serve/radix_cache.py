@@ -24,7 +24,7 @@ hung below a locked one starts unlocked (evictable) until someone locks it.
 Two eviction policies, chosen by name:
 
 * ``leaf-lru`` (default; SGLang's): least recently used among unpinned leaves. Only the tail
-  blocks needed are taken from the chosen leaf (the node is split, its head stays cached).
+  blocks needed are taken from the chosen leaf (trimmed in place: its head stays cached).
   When a parent becomes an unpinned leaf it joins the candidates, so eviction cascades up.
 * ``recency``: least recently used among *all* unpinned nodes, ties broken toward the root,
   as a block LRU that frees a request's blocks front-first would. It exists to show the
