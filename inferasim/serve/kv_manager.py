@@ -99,9 +99,6 @@ class KVManager:
         self.pool.alloc_private(tokens)
         return True
 
-    def growth_needed(self, req: LiveRequest, context_tokens: float) -> int:
-        return max(0, self.pages(context_tokens - req.tree_tokens) - req.private)
-
     def _cache_blocks(self, req: LiveRequest, keys, now: float) -> None:
         cached = req.tree_tokens // self.bt
         if len(keys) <= cached:

@@ -50,10 +50,6 @@ class LiveRequest:
         self.target = self.spec.prompt_tokens
 
     @property
-    def in_prefill(self) -> bool:
-        return self.computed < self.target
-
-    @property
     def context(self) -> float:
         """Tokens resident once prefill is done: prompt plus generated output."""
         return self.spec.prompt_tokens + self.generated
