@@ -53,8 +53,11 @@ class StepCost:
 class AnalyticOracle:
     """Roofline step time from the model's work on one GPU of the instance."""
 
-    calibration = {"mode": "analytic", "anchors_used": [], "refused": [],
-                   "note": "no anchors consulted: analytic roofline with the GPU base's efficiencies"}
+    @property
+    def calibration(self) -> dict:
+        """What priced the steps (a fresh dict: a class-level one would be shared state)."""
+        return {"mode": "analytic", "anchors_used": [], "refused": [],
+                "note": "no anchors consulted: analytic roofline with the GPU base's efficiencies"}
 
     def __init__(self, scenario: Scenario, knobs: Knobs | None = None, *,
                  rank_level: bool = False):

@@ -91,10 +91,6 @@ class EngineInstance:
             self.process.interrupt("arrival")
 
     @property
-    def load(self) -> int:
-        return len(self.waiting) + len(self.running)
-
-    @property
     def load_score(self) -> int:
         return 4 * len(self.waiting) + len(self.running)
 
@@ -248,8 +244,7 @@ class EngineInstance:
         else:
             rows = np.fromiter((r.row for r in step.decodes), np.int64, len(step.decodes))
         dec.add_steps(rows, steps)
-        generated = dec.gen_base[rows] + dec.steps[rows] * self.advance
-        done = rows[generated >= dec.out[rows]]
+        done = rows[dec.generated()[rows] >= dec.out[rows]]
         if done.size:
             for req in sorted((dec.reqs[i] for i in done), key=lambda r: r.admitted_seq):
                 self._finish(req, now)

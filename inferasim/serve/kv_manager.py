@@ -78,9 +78,8 @@ class KVManager:
         delta = self.pages(context_tokens - req.tree_tokens) - req.private
         if delta <= 0:
             return True
-        if not self.cache.make_room(delta):
+        if not self.take(delta):
             return False
-        self.pool.alloc_private(delta)
         req.private += delta
         return True
 

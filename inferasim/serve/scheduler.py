@@ -60,7 +60,7 @@ def _decode_room(eng: EngineInstance, step: Step, req: LiveRequest, now: float,
 
     Returns False when ``req`` itself was the victim."""
     width = eng.width
-    if req.spec.prompt_tokens + req.generated + width <= req.tree_tokens + req.private:
+    if req.context + width <= req.tree_tokens + req.private:
         return True  # the request's pages already hold the next tokens
     while not eng.kv.grow(req, req.context + width):
         victim = eng.preempt_one(now)
