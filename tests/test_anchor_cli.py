@@ -45,7 +45,8 @@ def test_import_list_show_check(tmp_path):
     checked = run("check", SCENARIO, "--dir", tmp_path)
     assert checked.exit_code == 0, checked.output
     assert "usable" in checked.output and "refused by axis" in checked.output
-    assert "prefill refused" in checked.output
+    far = run("check", SCENARIO, "--dir", tmp_path, "--set", "workload.isl=8192")
+    assert "prefill refused" in far.output  # every row has ISL 1024
     report = json.loads(run("check", SCENARIO, "--dir", tmp_path, "--json",
                             "--set", "workload.concurrency=256").output)
     assert report["usable"] and report["refused"] and not report["crossed_build"]

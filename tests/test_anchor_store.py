@@ -215,10 +215,21 @@ def test_build_preference_and_crossing():
 
 def test_prefill_probe_too_short_is_refused_for_prefill_only():
     store = AnchorStore([make(f"c{c}", conc=c) for c in (1, 4, 8)])
-    result = store.for_target(target(isl=1024))
+    result = store.for_target(target(isl=8192))
     assert len(result.usable) == 3  # decode stays calibrated
     assert not result.prefill_calibrated
     assert "1 distinct ISL" in result.prefill_note and "analytic" in result.prefill_note
+    assert "8192" in result.prefill_note
+    # a target whose ISL is unknown (a trace) is refused too
+    assert not store.for_target(target(isl=None)).prefill_calibrated
+
+
+def test_prefill_probe_calibrates_a_target_at_its_own_isl_without_a_curve():
+    store = AnchorStore([make(f"c{c}", conc=c) for c in (1, 4, 8)])
+    for isl in (1024, 900, 1200):  # within PREFILL_POINT_BAND of the probe
+        result = store.for_target(target(isl=isl))
+        assert result.prefill_calibrated and result.prefill_note is None, isl
+    assert not store.for_target(target(isl=1400)).prefill_calibrated
 
 
 def test_prefill_probe_that_stops_far_below_the_target_isl_is_refused():

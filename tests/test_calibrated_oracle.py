@@ -12,7 +12,7 @@ from inferasim.anchors.record import AnchorRecord
 from inferasim.anchors.store import AnchorStore
 from inferasim.config.catalog import REPO_ROOT
 from inferasim.config.loader import load_scenario
-from inferasim.cost.calibrated import CalibratedOracle, oracle_for
+from inferasim.cost.calibrated import CalibratedOracle, _analytic_prefill_seconds, oracle_for
 from inferasim.cost.oracle import AnalyticOracle, StepBatch
 from inferasim.serve.simulation import simulate
 
@@ -157,20 +157,75 @@ def test_prefill_stays_analytic_when_the_probe_is_refused(scenario, store):
         oracle.decode_ratio(16) * dec + (whole - dec))
 
 
-def test_prefill_is_scaled_by_a_fitted_ttft_ratio_when_covered(scenario):
+def _lone_prefill(oracle, isl: int) -> float:
+    return _analytic_prefill_seconds(oracle.analytic, isl)
+
+
+def test_three_isls_fit_a_prefill_slope_and_a_frontend_latency(scenario):
     isls = (1024, 4096, 16384)
-    records = [record(16, 0.015, isl=i, osl=1024, ttft=0.05 * i / 1024) for i in isls]
-    records += [record(1, 0.01, isl=i, osl=1024, ttft=0.02 * i / 1024) for i in isls]
+    plain = CalibratedOracle(scenario, AnchorStore([record(c, s) for c, s in MEASURED.items()]))
+    # At one client nothing waits: TTFT = latency + slope x the lone prefill, exactly.
+    records = [record(1, 0.01, isl=i, osl=1024, ttft=0.08 + 2.5 * _lone_prefill(plain, i))
+               for i in isls]
+    records += [record(16, 0.015, isl=i, osl=1024, ttft=0.9) for i in isls]  # not the lowest
     target = attrs.evolve(scenario, workload=attrs.evolve(scenario.workload, isl=4096))
     oracle = CalibratedOracle(target, AnchorStore(records))
     cal = oracle.calibration
-    assert cal["prefill"] == "calibrated" and len(cal["prefill_ratio"]) == 3
+    assert cal["prefill"] == "calibrated" and len(cal["prefill_fit"]) == 3
+    assert oracle.prefill_slope == pytest.approx(2.5, rel=1e-6)
+    assert oracle.frontend_latency_s == pytest.approx(0.08, rel=1e-6)
+    assert cal["frontend_latency_ms"] == pytest.approx(80.0)
     prefill = StepBatch(prefill_tokens=np.array([1024.0]), prefill_resident=np.array([0.0]),
                         prefill_samples=1)
-    ratio = oracle.prefill_ratio(prefill)
-    assert ratio != pytest.approx(1.0)
-    # the lowest-concurrency anchor at ISL 1024 is reproduced by a lone prompt's prefill
-    assert oracle.step(prefill).seconds == pytest.approx(0.02, rel=1e-6)
+    assert oracle.step(prefill).seconds == pytest.approx(2.5 * oracle.analytic.step(prefill).seconds)
+
+
+def test_one_isl_calibrates_latency_only_and_only_near_its_isl(scenario):
+    plain = CalibratedOracle(scenario, AnchorStore([record(c, s) for c, s in MEASURED.items()]))
+    ttft = 0.3 + _lone_prefill(plain, ISL)
+    records = [record(1, 0.01, ttft=ttft), record(16, 0.015, ttft=0.5)]
+    near = CalibratedOracle(scenario, AnchorStore(records))  # the target's ISL is the probe's
+    assert near.calibration["prefill"] == "calibrated"
+    # one ISL cannot tell a slower prefill from a fixed latency: the engine time stays analytic
+    assert near.prefill_slope == 1.0
+    assert near.frontend_latency_s == pytest.approx(0.3, rel=1e-6)
+    far = attrs.evolve(scenario, workload=attrs.evolve(scenario.workload, isl=8 * ISL))
+    refused = CalibratedOracle(far, AnchorStore(records))
+    assert refused.calibration["prefill"] == "analytic" and refused.frontend_latency_s == 0.0
+    assert any("not within" in n for n in refused.calibration["notes"])
+
+
+def test_a_self_contradicting_anchor_does_not_calibrate(scenario):
+    good = [record(c, s) for c, s in MEASURED.items()]
+    bad = AnchorRecord.from_dict({
+        "id": "t-contradicts", "provenance": {"source": "test"},
+        "regime": {
+            "model": "deepseek-r1", "engine": "sglang", "gpu": "mi355x", "weight_dtype": "fp8",
+            "spec_method": "none", "tp": 8, "ep": 1, "dp_attention": 1, "num_gpus": 8},
+        "workload": {"isl": ISL, "osl": OSL, "concurrency": 256},
+        # 256 clients x 9216 tokens / 100 s / 8 GPUs = 2949 tok/s/GPU, not 50
+        "measurements": {"tpot_mean_s": 0.2, "e2e_mean_s": 100.0, "tput_per_gpu_total": 50.0},
+    })
+    oracle = CalibratedOracle(scenario, AnchorStore([*good, bad]))
+    assert "t-contradicts" not in oracle.calibration["anchors_used"]
+    assert any("t-contradicts does not calibrate" in n for n in oracle.calibration["notes"])
+    assert decode(oracle, 256) == pytest.approx(decode(CalibratedOracle(scenario, AnchorStore(good)), 256))
+
+
+def test_frontend_latency_delays_ttft_and_e2e_not_the_engine(scenario):
+    one = load_scenario(SCENARIO, ["workload.duration_s=20", "workload.concurrency=1",
+                                   "workload.osl=64", "workload.isl=1024",
+                                   "workload.random_range_ratio=1.0"])
+    base = AnalyticOracle(one)
+    plain = simulate(one, oracle=base)
+    delayed_oracle = AnalyticOracle(one)
+    delayed_oracle.frontend_latency_s = 0.25
+    delayed = simulate(one, oracle=delayed_oracle)
+    first = lambda r: (r.first_token - r.arrival, r.finish - r.first_token)  # noqa: E731
+    (ttft0, dec0), (ttft1, dec1) = first(plain.requests[0]), first(delayed.requests[0])
+    assert ttft1 == pytest.approx(ttft0 + 0.25, rel=1e-9)
+    assert dec1 == pytest.approx(dec0, rel=1e-9)   # the engine's steps are untouched
+    assert len(delayed.requests) < len(plain.requests)  # the closed loop turns slower
 
 
 def test_attention_dp_ranks_priced_apart_see_the_anchor_at_their_own_batch(scenario):
@@ -194,6 +249,10 @@ def test_simulate_uses_the_shipped_anchors_and_keeps_injection(scenario):
     assert oracle_for(short).calibration["mode"] == "anchored"
     result = simulate(short)
     assert result.calibration["mode"] == "anchored"
-    assert result.calibration["prefill"] == "analytic"
+    # every shipped row has ISL 1024: the target's 1024 is calibrated there, 8192 is not
+    assert result.calibration["prefill"] == "calibrated"
+    assert result.calibration["frontend_latency_ms"] > 0
+    far = load_scenario(SCENARIO, ["workload.isl=8192"])
+    assert oracle_for(far).calibration["prefill"] == "analytic"
     injected = simulate(short, oracle=AnalyticOracle(short))
     assert injected.calibration["mode"] == "analytic"

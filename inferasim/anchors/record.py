@@ -105,6 +105,11 @@ class Measurements:
     completed: int | None = None
 
 
+#: A measured throughput further than this from its own Little's-law value contradicts the
+#: anchor's latencies.
+LITTLE_TOLERANCE = 0.25
+
+
 @attrs.frozen
 class AnchorRecord:
     id: str
@@ -121,6 +126,23 @@ class AnchorRecord:
     @property
     def decode_step_s(self) -> float | None:
         return self.decode_step[0]
+
+    def little_mismatch(self) -> str | None:
+        """Why the measured throughput contradicts the anchor's own latency (Little's law:
+        concurrency x tokens per request / mean e2e latency / GPUs, off by more than
+        LITTLE_TOLERANCE), or None when it agrees or cannot be checked."""
+        m, w, reg = self.measurements, self.workload, self.regime
+        # The instance's GPUs (tp counts them all) times its replicas. Not ``num_gpus``:
+        # InferenceMAX's num_decode_gpu reads tp x ep on expert-parallel rows while their
+        # per-GPU throughput is per tp GPUs.
+        gpus = reg.tp * (reg.replicas or 1) if reg.tp else reg.num_gpus
+        if not (m.tput_per_gpu_total and m.e2e_mean_s and w.concurrency and gpus):
+            return None
+        little = w.concurrency * (w.isl + w.osl) / m.e2e_mean_s / gpus
+        if abs(m.tput_per_gpu_total / little - 1.0) <= LITTLE_TOLERANCE:
+            return None
+        return (f"measured {m.tput_per_gpu_total:.1f} tok/s/GPU contradicts its own latency "
+                f"(Little's law: {little:.1f})")
 
     @property
     def ttft_s(self) -> float | None:

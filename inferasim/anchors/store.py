@@ -34,6 +34,9 @@ ANCHOR_SUFFIXES = (".json", ".yaml", ".yml")
 PREFILL_MIN_ISLS = 3
 #: ... and only if its longest prompt reaches this fraction of the target's.
 PREFILL_MIN_REACH = 0.5
+#: A shorter probe (one or two ISLs) fits no curve, but calibrates a target whose ISL lies
+#: within this factor of a probed one: no curve is needed to stay where it measured.
+PREFILL_POINT_BAND = 1.25
 
 
 # ---------------------------------------------------------------- files
@@ -339,9 +342,15 @@ def _prefill_coverage(records: list[AnchorRecord], target_isl: int | None
     isls = sorted({r.workload.isl for r in records if r.ttft_s is not None})
     fallback = "prefill and TTFT fall back to the analytic model; decode stays calibrated"
     if len(isls) < PREFILL_MIN_ISLS:
+        if target_isl is not None and any(
+                i / PREFILL_POINT_BAND <= target_isl <= i * PREFILL_POINT_BAND for i in isls):
+            return True, None
         shown = ", ".join(str(i) for i in isls) or "none with a TTFT"
+        where = ("the target's ISL is unknown" if target_isl is None
+                 else f"the target's ISL {target_isl} is not within {PREFILL_POINT_BAND:g}x of it")
         return False, (f"prefill refused: the probe has {len(isls)} distinct ISL(s) ({shown}); "
-                       f"a context curve needs at least {PREFILL_MIN_ISLS}; {fallback}")
+                       f"a context curve needs at least {PREFILL_MIN_ISLS} and {where}; "
+                       f"{fallback}")
     if target_isl is not None and isls[-1] < PREFILL_MIN_REACH * target_isl:
         return False, (f"prefill refused: the longest probed ISL {isls[-1]} is below "
                        f"{PREFILL_MIN_REACH:g}x the target's ISL {target_isl}; {fallback}")

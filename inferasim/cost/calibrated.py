@@ -19,10 +19,22 @@ bare forward pass (design.md, behaviour.md 3 "Transport by the whole step").
 - The KV stream scales with the target's KV width: ``analytic(target)`` prices the target's own
   KV dtype, so the KV delta from the anchor's context and batch to the target's is carried at
   that width — fp8 and bf16 KV do not project alike.
-- Prefill: when the store refuses the anchors' prefill coverage (e.g. every InferenceMAX row has
-  ISL 1024), the prefill part of a step stays analytic and the calibration report says so;
-  otherwise it is scaled by a TTFT ratio fitted per ISL (lowest concurrency at each ISL,
-  interpolated in log ISL, clamped).
+- Prefill and TTFT: when the store refuses the anchors' prefill coverage, the prefill part of a
+  step stays analytic and the calibration report says so. Otherwise the lowest-concurrency
+  anchor at each ISL (its TTFT is closest to a lone prefill) is read as
+  ``TTFT = latency + slope x prefill(isl) + wait``: ``prefill`` the analytic lone-prompt prefill
+  in the engine's chunks, ``wait`` half a calibrated decode step of the other clients (an
+  arrival waits for the step in flight). With three or more ISLs the line is fitted (least
+  squares, latency >= 0, slope clamped to PREFILL_SLOPE_LIMITS); with fewer, the probe cannot
+  tell a slower prefill from a fixed latency, so the slope is 1 and the excess is latency.
+  The slope scales the prefill part of every step (engine time: it delays the decodes a mixed
+  or prefill-exclusive step holds). The latency is the request's time outside the engine steps
+  (tokenisation, HTTP, the server's input pipeline): each request reaches the scheduler that
+  much after the client sends it, so TTFT and end-to-end latency carry it and the engine does
+  not. The InferenceMAX SGLang rows need this split: their TTFT at ISL 1024 is 150-600 ms
+  nearly flat in concurrency while a 1k-token prefill of DeepSeek-R1 on eight GPUs is 20-40 ms
+  of engine time; priced as engine time it would stall the decodes by more than the measured
+  TPOT allows.
 - A mixed step is ``r_decode x D + r_prefill x (T - D)``: ``T`` the target's whole analytic
   step, ``D`` the same step without its prefill chunks.
 
@@ -78,18 +90,23 @@ class CalibratedOracle:
         self._ratio_cache: dict[tuple[int, int], float] = {}
         self._notes: list[str] = []
         self.points: list[AnchorPoint] = []
-        self.prefill_points: list[tuple[float, float]] = []   # (isl, ratio)
+        # (isl, measured TTFT, analytic lone prefill, wait) per ISL the prefill fit read
+        self.prefill_points: list[tuple[float, float, float, float]] = []
+        self.prefill_slope = 1.0
+        # Seconds between a client sending a request and the scheduler seeing it (TTFT and
+        # end-to-end latency carry it, the engine does not): 0 unless the prefill fit found it.
+        self.frontend_latency_s = 0.0
         self.result = anchors
         if self.result is None and store is not None:
             self.result = store.for_target(scenario)
         if self.result is not None:
             self._collect(self.result.usable)
         self.calibrated = bool(self.points)
-        self._prefill_calibrated = bool(self.calibrated and self.result is not None
-                                        and self.result.prefill_calibrated
-                                        and self.prefill_points)
         # The decode ratio table at the target's width, per measured concurrency.
         self._tables: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        if self.calibrated and self.result.prefill_calibrated:
+            self._fit_prefill(self.result.usable)  # reads the decode ratios (the wait)
+        self._prefill_calibrated = bool(self.calibrated and self.prefill_points)
         self.calibration = self._report()
 
     def _analytic(self, scenario: Scenario) -> AnalyticOracle:
@@ -124,6 +141,11 @@ class CalibratedOracle:
             if step is None or w.concurrency is None or w.concurrency < 1:
                 skipped_open.append(record.id)
                 continue
+            contradiction = record.little_mismatch()
+            if contradiction:
+                # Which of its figures is wrong cannot be told; none of them calibrates.
+                self._notes.append(f"{record.id} does not calibrate: {contradiction}")
+                continue
             oracle, key = self._anchor_oracle(record)
             if reg.kv_dtype is None:
                 kv_assumed = True
@@ -147,12 +169,10 @@ class CalibratedOracle:
                 "anchors do not record their KV dtype (skipped): read as the target's "
                 f"{self.scenario.kv_dtype}; the KV delta to the target's context and batch is "
                 "priced at that width")
-        if self.result is not None and self.result.prefill_calibrated:
-            self._fit_prefill(usable)
 
     def _fit_prefill(self, usable) -> None:
-        """TTFT ratio per ISL, from the lowest-concurrency anchor at each ISL (its TTFT is closest
-        to the prefill alone)."""
+        """``latency + slope x prefill(isl) + wait`` fitted to the lowest-concurrency anchor at
+        each ISL (its TTFT is closest to a lone prefill)."""
         best: dict[int, Any] = {}
         for record in usable:
             if record.ttft_s is None:
@@ -162,11 +182,22 @@ class CalibratedOracle:
             old = best.get(w.isl)
             if old is None or conc < (old.workload.concurrency or math.inf):
                 best[w.isl] = record
+        rows = []   # (isl, measured TTFT, analytic lone prefill, wait)
         for isl, record in sorted(best.items()):
             oracle, _ = self._anchor_oracle(record)
-            analytic = _analytic_prefill_seconds(oracle, isl)
-            if analytic > 0:
-                self.prefill_points.append((float(isl), record.ttft_s / analytic))
+            prefill = _analytic_prefill_seconds(oracle, isl)
+            others = max(0, int(record.workload.concurrency or 1) - 1)
+            wait = 0.0
+            if others and self.points:
+                ctx = isl + record.workload.osl / 2.0
+                wait = 0.5 * self.decode_ratio(others) * oracle.step(
+                    StepBatch(decode_context=np.full(others, ctx), width=self.width)).seconds
+            if prefill > 0:
+                rows.append((float(isl), float(record.ttft_s), prefill, wait))
+        if not rows:
+            return
+        self.prefill_points = rows
+        self.prefill_slope, self.frontend_latency_s = _fit_ttft_line(rows)
 
     # -- ratios ---------------------------------------------------------------------------
     def _table(self, width: int) -> tuple[np.ndarray, np.ndarray]:
@@ -198,13 +229,7 @@ class CalibratedOracle:
     def prefill_ratio(self, batch: StepBatch) -> float:
         if not self._prefill_calibrated or not batch.prefill_tokens.size:
             return 1.0
-        reach = batch.prefill_resident + batch.prefill_tokens
-        weights = batch.prefill_tokens
-        at = float(np.exp(np.sum(weights * np.log(np.maximum(reach, 1.0))) /
-                          max(float(weights.sum()), 1e-12)))
-        isls = np.log([p[0] for p in self.prefill_points])
-        ratios = np.array([p[1] for p in self.prefill_points])
-        return float(np.interp(math.log(at), isls, ratios))
+        return self.prefill_slope
 
     # -- the interface --------------------------------------------------------------------
     def step(self, batch: StepBatch) -> StepCost:
@@ -291,12 +316,36 @@ class CalibratedOracle:
                "crossed_build": crossed, "notes": notes, "fallback": None, "prefill": prefill,
                "decode_ratio": table}
         if self._prefill_calibrated:
-            out["prefill_ratio"] = {int(i): round(r, 4) for i, r in self.prefill_points}
+            out["prefill_slope"] = round(self.prefill_slope, 4)
+            out["frontend_latency_ms"] = round(self.frontend_latency_s * 1e3, 2)
+            out["prefill_fit"] = [
+                {"isl": int(isl), "ttft_ms": round(t * 1e3, 2),
+                 "analytic_prefill_ms": round(p * 1e3, 2), "wait_ms": round(w * 1e3, 2)}
+                for isl, t, p, w in self.prefill_points]
         return out
 
 
 # A trend carried past the measured sweep may change the end ratio by at most this factor.
 EXTRAPOLATION_LIMIT = 1.5
+# The fitted prefill slope (measured over analytic engine time) is kept within these bounds: a
+# fit outside them says more about the probe's noise than about the prefill.
+PREFILL_SLOPE_LIMITS = (0.25, 8.0)
+
+
+def _fit_ttft_line(rows: list[tuple[float, float, float, float]]) -> tuple[float, float]:
+    """(slope, latency) of ``TTFT - wait = latency + slope x prefill`` over the rows; below
+    three ISLs the slope is 1 (one point cannot split the two)."""
+    y = np.array([t - w for _, t, _, w in rows])
+    x = np.array([p for _, _, p, _ in rows])
+    lo, hi = PREFILL_SLOPE_LIMITS
+    if len(rows) >= 3 and float(np.ptp(x)) > 0:
+        slope, latency = np.polyfit(x, y, 1)
+        if latency < 0:  # no negative latency: the line through the origin instead
+            slope, latency = float(x @ y / (x @ x)), 0.0
+        slope = float(np.clip(slope, lo, hi))
+        latency = max(0.0, float(np.mean(y - slope * x)))
+        return slope, latency
+    return 1.0, max(0.0, float(np.mean(y - x)))
 
 
 def _ratio_at(x: float, xs: np.ndarray, ratios: np.ndarray) -> float:

@@ -34,6 +34,19 @@ def _rng(seed: int, name: str) -> np.random.Generator:
     return np.random.default_rng([seed, sum(name.encode())])
 
 
+def _behind_frontend(env: simpy.Environment, submit, latency_s: float):
+    """``submit`` reached ``latency_s`` after the client sends: the anchors' time outside the
+    engine steps (tokenisation, HTTP, the server's input pipeline), which the request's TTFT and
+    end-to-end latency carry and the engine's batches do not."""
+    if latency_s <= 0.0:
+        return submit
+
+    def delayed(req) -> None:
+        env.timeout(latency_s).callbacks.append(lambda _event: submit(req))
+
+    return delayed
+
+
 def simulate(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
              source: WorkloadSource | None = None) -> SimResult:
     knobs = knobs or Knobs()
@@ -55,7 +68,8 @@ def simulate(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
     log = RequestLog(env, wl.max_requests)
     window_start = wl.warmup_s
     horizon = window_start + source.duration_s
-    submit = topology.submit
+    submit = _behind_frontend(env, topology.submit,
+                              getattr(oracles[0], "frontend_latency_s", 0.0) if oracles else 0.0)
     if getattr(source, "driver", False):
         # Sources with their own client logic (agentic lanes, paced sessions) start it here.
         source.drive(env, submit, log, horizon)
