@@ -261,8 +261,8 @@ def validate_cmd(folder: Path | None, as_json: bool, verbose: bool) -> None:
     excluded = sum(bool(p.excluded) for p in preds)
     if closed or excluded:
         click.echo(f"{closed} point(s) estimated in closed form (concurrency above the replay "
-                   f"limit); {excluded} measured throughput(s) not scored (contradict their own "
-                   "latency; -v lists them)")
+                   f"limit); {excluded} anchor(s) not scored (their throughput contradicts their "
+                   "own latency; -v lists them)")
     if skipped:
         click.echo(f"skipped {len(skipped)} group(s):")
         if verbose:
@@ -276,5 +276,5 @@ def validate_cmd(folder: Path | None, as_json: bool, verbose: bool) -> None:
                               for g in skipped)
             for reason, count in reasons.most_common():
                 click.echo(f"  {count} x {reason}")
-    click.echo("note: where the store refuses prefill (a single ISL) TTFT is the analytic "
-               "prefill's: its error measures the analytic model, not the calibration")
+    click.echo("note: TTFT is scored by its median (measured means carry warm-up outliers); "
+               "groups of 2 anchors predict each from one other point (no trend to carry)")

@@ -31,7 +31,7 @@ bare forward pass (design.md, behaviour.md 3 "Transport by the whole step").
   or prefill-exclusive step holds). The latency is the request's time outside the engine steps
   (tokenisation, HTTP, the server's input pipeline): each request reaches the scheduler that
   much after the client sends it, so TTFT and end-to-end latency carry it and the engine does
-  not. The InferenceMAX SGLang rows need this split: their TTFT at ISL 1024 is 150-600 ms
+  not. The InferenceMAX SGLang rows need this split: their median TTFT at ISL 1024 is 100-450 ms
   nearly flat in concurrency while a 1k-token prefill of DeepSeek-R1 on eight GPUs is 20-40 ms
   of engine time; priced as engine time it would stall the decodes by more than the measured
   TPOT allows.
