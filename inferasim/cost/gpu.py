@@ -37,6 +37,11 @@ class GpuSpec:
     step_overhead_s: float
     # Latency of one collective hop; seconds.
     collective_latency_s: float
+    # Time every transformer layer adds to a forward pass whatever its size: the launch, ramp
+    # and tail of its ~15-20 small kernels under graph replay; seconds. Without it the
+    # analytic step grows too steeply with the batch (measured/analytic falls ~0.8x from c4 to
+    # c64 on the InferenceMAX R1 sweeps), so a ratio carried past a sweep's end mispredicts.
+    layer_latency_s: float = 0.0
     # Relative cost of the sparse-attention indexer kernel on this part: 1.0 for a fused
     # kernel, more for an unfused one (Torch on gfx942).
     sparse_indexer_cost_scale: float = 1.0

@@ -77,7 +77,8 @@ class AnalyticOracle:
                              or scenario.model.attention.kind == "dsv4_compressed") \
             and not scenario.engine.mla_latent_sharded
         self.kv_divisor = 1.0 if latent_replicated else float(self.attn_tp)
-        self.fixed_s = self.gpu.step_overhead_s + scenario.engine.step_overhead_s
+        self.fixed_s = (self.gpu.step_overhead_s + scenario.engine.step_overhead_s
+                        + self.gpu.layer_latency_s * scenario.model.num_layers)
         self._gemm_memo: dict[tuple[float, float], dict[str, float]] = {}
         # Dense attention without windows is linear in its work (see _linear_coefficients).
         self._linear = type(self.attention) in (GqaAttention, MlaAttention) \
@@ -141,7 +142,9 @@ class AnalyticOracle:
         compute = 2.0 * self.draft_params * n_decode / (gpu.peak_flops(self.draft_dtype) * eff.gemm)
         memory = self.draft_params * (1.0 if self.draft_dtype == "fp8" else 2.0) \
             / (gpu.hbm_bw * eff.memory)
-        return self.draft_tokens * (max(compute, memory) + gpu.step_overhead_s * 0.1)
+        # Each draft pass is one layer's kernels plus a little host work.
+        return self.draft_tokens * (max(compute, memory) + gpu.step_overhead_s * 0.1
+                                    + gpu.layer_latency_s)
 
     def _decode_phase(self) -> str:
         return "dpa-decode" if self.dp > 1 else "decode"
