@@ -101,3 +101,19 @@ def test_windowed_and_sparse_attention_take_the_full_path():
     for overrides in (["model.name=gpt-oss-120b"],
                       ["model.name=glm-5.2", "gpu.name=mi355x", "parallel.tp=8"]):
         assert not AnalyticOracle(load_scenario(None, overrides))._linear
+
+
+def test_every_layer_adds_its_latency_to_each_step_whatever_the_batch():
+    base = load_scenario(None, [])
+    deep = load_scenario(None, ["model.name=llama-3.1-70b", "parallel.tp=4"])
+    for sc in (base, deep):
+        o = AnalyticOracle(sc)
+        per_layer = sc.gpu.layer_latency_s
+        assert per_layer > 0
+        expected = sc.gpu.step_overhead_s + sc.engine.step_overhead_s \
+            + per_layer * sc.model.num_layers
+        for n in (1, 64):
+            assert decode(o, 2048, n).breakdown["overhead"] == pytest.approx(expected)
+    # 80 layers pay more than 32: the floor follows the depth, not a per-step constant
+    assert AnalyticOracle(deep).fixed_s - deep.gpu.step_overhead_s > \
+        AnalyticOracle(base).fixed_s - base.gpu.step_overhead_s
