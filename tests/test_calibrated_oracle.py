@@ -195,6 +195,24 @@ def test_one_isl_calibrates_latency_only_and_only_near_its_isl(scenario):
     assert any("not within" in n for n in refused.calibration["notes"])
 
 
+def test_frontend_latency_grows_with_the_load_the_anchors_measured_it_at(scenario):
+    records = [record(4, 0.011, ttft=0.15), record(16, 0.015, ttft=0.25),
+               record(64, 0.026, ttft=0.60)]
+    oracle = CalibratedOracle(scenario, AnchorStore(records))
+    excess = {}
+    for r in records:
+        prefill, wait = oracle._ttft_model(r)
+        excess[r.workload.concurrency] = r.ttft_s - prefill - wait
+    for conc, value in excess.items():
+        assert oracle.frontend_latency(conc) == pytest.approx(value, rel=1e-9)
+    assert excess[4] < oracle.frontend_latency(8) < excess[16] < excess[64]
+    # flat past the measured loads: no trend is carried into the unmeasured
+    assert oracle.frontend_latency(1) == pytest.approx(excess[4])
+    assert oracle.frontend_latency(512) == pytest.approx(excess[64])
+    by_conc = oracle.calibration["frontend_latency_ms_by_concurrency"]
+    assert sorted(by_conc) == [4, 16, 64]
+
+
 def test_a_self_contradicting_anchor_does_not_calibrate(scenario):
     good = [record(c, s) for c, s in MEASURED.items()]
     bad = AnchorRecord.from_dict({
@@ -219,7 +237,7 @@ def test_frontend_latency_delays_ttft_and_e2e_not_the_engine(scenario):
     base = AnalyticOracle(one)
     plain = simulate(one, oracle=base)
     delayed_oracle = AnalyticOracle(one)
-    delayed_oracle.frontend_latency_s = 0.25
+    delayed_oracle.frontend_latency = lambda in_flight: 0.25 * in_flight  # one open: 0.25 s
     delayed = simulate(one, oracle=delayed_oracle)
     first = lambda r: (r.first_token - r.arrival, r.finish - r.first_token)  # noqa: E731
     (ttft0, dec0), (ttft1, dec1) = first(plain.requests[0]), first(delayed.requests[0])

@@ -281,7 +281,7 @@ def predict_closed_form(target: Scenario, others: list[AnchorRecord], knobs: Kno
         ttfts += [burst] * k
         left -= k
     steps = math.ceil((wl.osl - 1) / advance)
-    latency = oracle.frontend_latency_s  # outside the engine: in each request's TTFT and loop
+    latency = oracle.frontend_latency(n)  # outside the engine: in each TTFT and the loop
     rnd = latency + burst + steps * step
     pred = {"tput_per_gpu": n * (wl.isl + wl.osl) / rnd / target.gpus_per_instance,
             "tpot": step / advance, "ttft": latency + float(np.median(ttfts))}

@@ -31,7 +31,8 @@ bare forward pass (design.md, behaviour.md 3 "Transport by the whole step").
   or prefill-exclusive step holds). The latency is the request's time outside the engine steps
   (tokenisation, HTTP, the server's input pipeline): each request reaches the scheduler that
   much after the client sends it, so TTFT and end-to-end latency carry it and the engine does
-  not. The InferenceMAX SGLang rows need this split: their median TTFT at ISL 1024 is 100-450 ms
+  not. It follows the load: each closed-loop anchor's TTFT beyond the model is tabled by its
+  concurrency and read at the number of requests open when one is sent. The InferenceMAX SGLang rows need this split: their median TTFT at ISL 1024 is 100-450 ms
   nearly flat in concurrency while a 1k-token prefill of DeepSeek-R1 on eight GPUs is 20-40 ms
   of engine time; priced as engine time it would stall the decodes by more than the measured
   TPOT allows.
@@ -96,6 +97,7 @@ class CalibratedOracle:
         # Seconds between a client sending a request and the scheduler seeing it (TTFT and
         # end-to-end latency carry it, the engine does not): 0 unless the prefill fit found it.
         self.frontend_latency_s = 0.0
+        self._latency_table: tuple[np.ndarray, np.ndarray] | None = None
         self.result = anchors
         if self.result is None and store is not None:
             self.result = store.for_target(scenario)
@@ -184,20 +186,51 @@ class CalibratedOracle:
                 best[w.isl] = record
         rows = []   # (isl, measured TTFT, analytic lone prefill, wait)
         for isl, record in sorted(best.items()):
-            oracle, _ = self._anchor_oracle(record)
-            prefill = _analytic_prefill_seconds(oracle, isl)
-            others = max(0, int(record.workload.concurrency or 1) - 1)
-            wait = 0.0
-            if others and self.points:
-                ctx = isl + record.workload.osl / 2.0
-                wait = 0.5 * self.decode_ratio(others) * oracle.step(
-                    StepBatch(decode_context=np.full(others, ctx), width=self.width)).seconds
+            prefill, wait = self._ttft_model(record)
             if prefill > 0:
                 rows.append((float(isl), float(record.ttft_s), prefill, wait))
         if not rows:
             return
         self.prefill_points = rows
         self.prefill_slope, self.frontend_latency_s = _fit_ttft_line(rows)
+        # The latency by load: every closed-loop anchor's TTFT beyond the model, per concurrency.
+        # A frontend serving more streams answers each later (tokenisation, detokenisation and
+        # HTTP share a few host processes); the engine-side queueing the replay simulates is
+        # taken out by the model's prefill and wait.
+        excess: dict[int, list[float]] = {}
+        for record in usable:
+            conc = record.workload.concurrency
+            if record.ttft_s is None or conc is None or conc < 1:
+                continue
+            prefill, wait = self._ttft_model(record)
+            excess.setdefault(int(conc), []).append(
+                max(0.0, record.ttft_s - self.prefill_slope * prefill - wait))
+        if excess:
+            concs = sorted(excess)
+            self._latency_table = (np.log(np.array(concs, dtype=np.float64)),
+                                   np.array([float(np.mean(excess[c])) for c in concs]))
+
+    def _ttft_model(self, record) -> tuple[float, float]:
+        """(analytic lone prefill, wait behind the step in flight) for an anchor's TTFT."""
+        oracle, _ = self._anchor_oracle(record)
+        isl = int(record.workload.isl)
+        prefill = _analytic_prefill_seconds(oracle, isl)
+        others = max(0, int(record.workload.concurrency or 1) - 1)
+        wait = 0.0
+        if others and self.points:
+            ctx = isl + record.workload.osl / 2.0
+            wait = 0.5 * self.decode_ratio(others) * oracle.step(
+                StepBatch(decode_context=np.full(others, ctx), width=self.width)).seconds
+        return prefill, wait
+
+    def frontend_latency(self, in_flight: int) -> float:
+        """Seconds a request spends outside the engine with ``in_flight`` requests (itself
+        included) open: the anchors' latency interpolated in log concurrency, flat past the
+        measured ones (0 when prefill is not calibrated)."""
+        if not self._prefill_calibrated or self._latency_table is None:
+            return self.frontend_latency_s if self._prefill_calibrated else 0.0
+        logc, lat = self._latency_table
+        return float(np.interp(math.log(max(1, in_flight)), logc, lat))
 
     # -- ratios ---------------------------------------------------------------------------
     def _table(self, width: int) -> tuple[np.ndarray, np.ndarray]:
@@ -318,6 +351,11 @@ class CalibratedOracle:
         if self._prefill_calibrated:
             out["prefill_slope"] = round(self.prefill_slope, 4)
             out["frontend_latency_ms"] = round(self.frontend_latency_s * 1e3, 2)
+            if self._latency_table is not None:
+                logc, lat = self._latency_table
+                out["frontend_latency_ms_by_concurrency"] = {
+                    int(round(math.exp(c))): round(v * 1e3, 2)
+                    for c, v in zip(logc, lat, strict=True)}
             out["prefill_fit"] = [
                 {"isl": int(isl), "ttft_ms": round(t * 1e3, 2),
                  "analytic_prefill_ms": round(p * 1e3, 2), "wait_ms": round(w * 1e3, 2)}

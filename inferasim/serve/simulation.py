@@ -34,15 +34,28 @@ def _rng(seed: int, name: str) -> np.random.Generator:
     return np.random.default_rng([seed, sum(name.encode())])
 
 
-def _behind_frontend(env: simpy.Environment, submit, latency_s: float):
-    """``submit`` reached ``latency_s`` after the client sends: the anchors' time outside the
-    engine steps (tokenisation, HTTP, the server's input pipeline), which the request's TTFT and
-    end-to-end latency carry and the engine's batches do not."""
-    if latency_s <= 0.0:
+def _behind_frontend(env: simpy.Environment, submit, oracle):
+    """``submit`` reached after the oracle's frontend latency for the requests then open: the
+    anchors' time outside the engine steps (tokenisation, HTTP, the server's input pipeline),
+    which each request's TTFT and end-to-end latency carry and the engine's batches do not."""
+    latency_of = getattr(oracle, "frontend_latency", None)
+    if latency_of is None:
         return submit
+    open_requests = 0
+
+    def closed(_event) -> None:
+        nonlocal open_requests
+        open_requests -= 1
 
     def delayed(req) -> None:
-        env.timeout(latency_s).callbacks.append(lambda _event: submit(req))
+        nonlocal open_requests
+        open_requests += 1
+        req.done.callbacks.append(closed)
+        latency = latency_of(open_requests)
+        if latency <= 0.0:
+            submit(req)
+        else:
+            env.timeout(latency).callbacks.append(lambda _event: submit(req))
 
     return delayed
 
@@ -68,8 +81,7 @@ def simulate(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
     log = RequestLog(env, wl.max_requests)
     window_start = wl.warmup_s
     horizon = window_start + source.duration_s
-    submit = _behind_frontend(env, topology.submit,
-                              getattr(oracles[0], "frontend_latency_s", 0.0) if oracles else 0.0)
+    submit = _behind_frontend(env, topology.submit, oracles[0] if oracles else None)
     if getattr(source, "driver", False):
         # Sources with their own client logic (agentic lanes, paced sessions) start it here.
         source.drive(env, submit, log, horizon)
