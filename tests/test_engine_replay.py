@@ -146,20 +146,43 @@ def test_max_num_seqs_caps_the_batch():
     del env
 
 
-@pytest.mark.parametrize("engine", ["vllm", "sglang"])
-def test_macro_steps_equal_exact_steps(engine):
-    common = ["workload.duration_s=120", "workload.concurrency=12", f"engine.name={engine}",
-              "engine.kv_pool_tokens=60000"]
+def _exact_and_macro(common):
     exact = simulate(load_scenario(None, [*common, "sim.exact_steps=true"]))
     macro = simulate(load_scenario(None, common))
     fa, _ = replay_summary(exact)
     fb, _ = replay_summary(macro)
-    assert macro.engines[0].stats.macro_steps > 0
     assert len(fa) == len(fb)
     for col in ("arrival_s", "admitted_s", "first_token_s", "finish_s"):
         np.testing.assert_allclose(fb[col], fa[col], rtol=1e-9)
     np.testing.assert_array_equal(fb.cached_tokens, fa.cached_tokens)
     np.testing.assert_array_equal(fb.preemptions, fa.preemptions)
+    for a, b in zip(exact.engines, macro.engines, strict=True):
+        for field in ("steps", "prefill_steps", "decode_steps", "mixed_steps", "preemptions"):
+            assert getattr(b.stats, field) == getattr(a.stats, field), field
+    return exact, macro
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_macro_steps_equal_exact_steps(engine):
+    _, macro = _exact_and_macro(["workload.duration_s=120", "workload.concurrency=12",
+                                 f"engine.name={engine}", "engine.kv_pool_tokens=60000"])
+    assert macro.engines[0].stats.macro_steps > 0
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_chunked_prefill_macro_steps_equal_exact_steps(engine):
+    """Prompts of many chunks under a small token budget: the full-chunk steps run as
+    macro-steps (decodes riding along under vLLM, finishing and growing into evictable cache
+    in a tight pool; arrivals land meanwhile) and every request ends as step by step."""
+    budget = "engine.max_num_batched_tokens=512" if engine == "vllm" \
+        else "engine.chunked_prefill_size=512"
+    _, macro = _exact_and_macro(["workload.duration_s=120", "workload.concurrency=12",
+                                 f"engine.name={engine}", budget,
+                                 "engine.kv_pool_tokens=40000",
+                                 "workload.synthetic.output_tokens_median=150"])
+    stats = macro.engines[0].stats
+    assert stats.chunk_macro_steps > 0
+    assert stats.preemptions > 0 or engine == "sglang"
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])

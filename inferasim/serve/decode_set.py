@@ -10,6 +10,8 @@ growth one request at a time, release).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from inferasim.serve.live import LiveRequest
@@ -25,6 +27,10 @@ class DecodeSet:
         self.cap = np.zeros(capacity)     # tokens the request's pages hold (tree + private)
         self.tree = np.zeros(capacity)    # of which the prefix cache holds
         self.out = np.zeros(capacity)
+        # Decode steps at which the output target is reached: fixed while the request is in
+        # the set, so finishes and macro lengths compare step counts instead of re-deriving
+        # token counts every step.
+        self.fin = np.zeros(capacity)
         self._context: np.ndarray | None = None  # remembered until progress or rows change
 
     def __len__(self) -> int:
@@ -32,7 +38,7 @@ class DecodeSet:
 
     def _grow(self) -> None:
         size = 2 * self.prompt.size
-        for name in ("prompt", "gen_base", "steps", "cap", "tree", "out"):
+        for name in ("prompt", "gen_base", "steps", "cap", "tree", "out", "fin"):
             arr = getattr(self, name)
             new = np.zeros(size)
             new[: arr.size] = arr
@@ -51,6 +57,7 @@ class DecodeSet:
         self.cap[i] = req.tree_tokens + req.private
         self.tree[i] = req.tree_tokens
         self.out[i] = req.spec.output_tokens
+        self.fin[i] = finish_step(req.gen_base, req.spec.output_tokens, self.advance)
 
     def sync_row(self, i: int) -> None:
         req = self.reqs[i]
@@ -74,7 +81,8 @@ class DecodeSet:
             moved = self.reqs[last]
             self.reqs[i] = moved
             moved.row = i
-            for arr in (self.prompt, self.gen_base, self.steps, self.cap, self.tree, self.out):
+            for arr in (self.prompt, self.gen_base, self.steps, self.cap, self.tree, self.out,
+                        self.fin):
                 arr[i] = arr[last]
         self.reqs.pop()
         req.row = -1
@@ -88,10 +96,21 @@ class DecodeSet:
         n = len(self.reqs)
         return self.gen_base[:n] + self.steps[:n] * self.advance
 
-    def add_steps(self, rows: np.ndarray, steps: int) -> None:
-        """``steps`` more decode steps for the requests at ``rows``."""
-        self.steps[rows] += steps
+    def add_steps(self, rows: np.ndarray | None, steps: int) -> np.ndarray:
+        """``steps`` more decode steps for the requests at ``rows`` (None: every row); returns
+        the rows that reached their output target."""
         self._context = None
+        if rows is None:
+            n = len(self.reqs)
+            self.steps[:n] += steps
+            return (self.steps[:n] >= self.fin[:n]).nonzero()[0]
+        self.steps[rows] += steps
+        return rows[self.steps[rows] >= self.fin[rows]]
+
+    def steps_to_finish(self) -> np.ndarray:
+        """Per row, the decode steps from now through the one that reaches the target (>= 1)."""
+        n = len(self.reqs)
+        return self.fin[:n] - self.steps[:n]
 
     def context(self) -> np.ndarray:
         """Tokens resident per decoding request (read-only: shared until the next change)."""
@@ -99,9 +118,28 @@ class DecodeSet:
             self._context = self.prompt[: len(self.reqs)] + self.generated()
         return self._context
 
+    def context_after(self, steps: int) -> np.ndarray:
+        """``context()`` as it will be after ``steps`` more decode steps of every row, by the
+        same float operations, so a step priced ahead matches the one taken singly."""
+        if steps == 0:
+            return self.context()
+        n = len(self.reqs)
+        return self.prompt[:n] + (self.gen_base[:n] + (self.steps[:n] + steps) * self.advance)
+
     def rows_needing_pages(self, width: int) -> np.ndarray:
         n = len(self.reqs)
-        return np.nonzero(self.context() + width > self.cap[:n])[0]
+        return (self.context() + width > self.cap[:n]).nonzero()[0]
 
     def remaining_output(self) -> np.ndarray:
         return self.out[: len(self.reqs)] - self.generated()
+
+
+def finish_step(gen_base: float, output: float, advance: float) -> float:
+    """The fewest decode steps s with ``gen_base + s * advance >= output`` (at least 1), by
+    the float formula every token count uses, so the step agrees with the counts bit for bit."""
+    s = max(1.0, float(math.ceil((output - gen_base) / advance)))
+    while s > 1 and gen_base + (s - 1) * advance >= output:
+        s -= 1
+    while gen_base + s * advance < output:
+        s += 1
+    return s

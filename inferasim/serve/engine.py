@@ -25,10 +25,11 @@ from inferasim.serve.scheduler import SCHEDULERS, Step, grow_rows
 
 class EngineStats:
     __slots__ = ("steps", "prefill_steps", "decode_steps", "mixed_steps", "macro_steps",
-                 "preemptions", "busy_s", "occupancy")
+                 "chunk_macro_steps", "preemptions", "busy_s", "occupancy")
 
     def __init__(self) -> None:
         self.steps = self.prefill_steps = self.decode_steps = self.macro_steps = 0
+        self.chunk_macro_steps = 0  # of the macro-steps, those over a prompt's full chunks
         self.mixed_steps = 0  # steps holding both prefill chunks and decodes
         self.preemptions = 0
         self.busy_s = 0.0
@@ -95,7 +96,8 @@ class EngineInstance:
         return 4 * len(self.waiting) + len(self.running)
 
     def peek(self, req: LiveRequest) -> int:
-        return self.kv.peek(req)
+        """Cached prefix blocks for the router (asked once per request and instance)."""
+        return self.kv.peek_once(req)
 
     def queue_order(self) -> list[LiveRequest]:
         return self._order(self.waiting, self.kv, self.lpm_max)
@@ -104,6 +106,7 @@ class EngineInstance:
         self.waiting.remove(req)
         self.running.append(req)
         self.prefilling.append(req)
+        req.peek_version = ()  # its witness would keep evicted tree nodes alive
         req.admitted_seq = self._seq
         self._seq += 1
         if math.isnan(req.admitted):
@@ -176,6 +179,8 @@ class EngineInstance:
             k = 0 if self.exact else self._macro_length(step)
             if k >= 2:
                 yield from self._macro(step, k)
+            elif not self.exact and (k := self._chunk_length(step)) >= 2:
+                yield from self._chunk_macro(step, k)
             else:
                 cost = self.oracle.step(self.batch(step))
                 yield env.timeout(cost.seconds)
@@ -238,13 +243,11 @@ class EngineInstance:
 
     def _apply_decode(self, step: Step, steps: int, now: float) -> None:
         dec = self.decoding
-        n = len(dec)
         if step.all_decoders:
-            rows = np.arange(n)
+            done = dec.add_steps(None, steps)
         else:
             rows = np.fromiter((r.row for r in step.decodes), np.int64, len(step.decodes))
-        dec.add_steps(rows, steps)
-        done = rows[dec.generated()[rows] >= dec.out[rows]]
+            done = dec.add_steps(rows, steps)
         if done.size:
             for req in sorted((dec.reqs[i] for i in done), key=lambda r: r.admitted_seq):
                 self._finish(req, now)
@@ -269,32 +272,35 @@ class EngineInstance:
             return 0
         if self.waiting and len(self.running) < self.max_num_seqs:
             return 0
-        adv = self.advance
+        return self._steady_length(self.max_macro)
+
+    def _steady_length(self, limit: int) -> int:
+        """Steps (at most ``limit``) the decoding batch runs before its first finish, that
+        step included, with page growth that needs no preemption; 0 when under 2."""
         dec = self.decoding
         n = len(dec)
-        base, done, out = dec.gen_base[:n], dec.steps[:n], dec.out[:n]
-        # Steps until each request finishes, by the formula the single step uses
-        # (generated = gen_base + decode_steps x advance), corrected for rounding.
-        j = np.maximum(1.0, np.ceil((out - base) / adv) - done)
-        j = np.where((j > 1) & (base + (done + j - 1) * adv >= out), j - 1, j)
-        j = np.where(base + (done + j) * adv < out, j + 1, j)
-        k = int(min(self.max_macro, j.min()))
-        if k < 2:
-            return 0
+        k = int(min(limit, dec.steps_to_finish().min())) if n else limit
+        if k < 2 or not n:
+            return k if k >= 2 else 0
         # Page growth of steps 2..k (step 1 was allocated by the scheduler) must be
         # satisfiable from free memory plus eviction of unpinned cache: nothing else touches
         # the cache during a steady batch, so evicting at the end, in LRU order, frees the
         # same blocks that step-by-step growth would have. A step that would need a
         # preemption is taken singly.
         room = self.kv.pool.free + self.kv.cache.evictable_tokens
-        ctx = dec.context()
+        page = self.kv.page
+        adv, width = self.advance, self.width
+        if n * ((k - 1) * adv + width + 2 * page) <= room:
+            return k  # more than the batch could grow by (a page of rounding each side)
+        prompt, base, done = dec.prompt[:n], dec.gen_base[:n], dec.steps[:n]
         tree = dec.tree[:n]
         priv = dec.cap[:n] - tree
-        page = self.kv.page
 
         def need(js: np.ndarray) -> np.ndarray:
-            """Pages (in tokens) the batch must add to run through step j + 1, per j."""
-            tokens = np.ceil(ctx[None, :] + js[:, None] * adv + self.width - tree[None, :])
+            """Pages (in tokens) the batch must add to run through step j + 1, per j (the
+            context by ``DecodeSet.context_after``'s operations)."""
+            ctx = prompt[None, :] + (base[None, :] + (done[None, :] + js[:, None]) * adv)
+            tokens = np.ceil(ctx + width - tree[None, :])
             return np.maximum(0.0, np.ceil(tokens / page) * page - priv[None, :]).sum(axis=1)
 
         # Growth only accumulates: when the last step fits, every earlier one does.
@@ -303,12 +309,30 @@ class EngineInstance:
             k = int(over[0]) + 1
         return k if k >= 2 else 0
 
+    def _chunk_length(self, step: Step) -> int:
+        """How many steps a lone prompt chunk that fills the step's whole prefill budget
+        repeats before the step of its last chunk (0 = fewer than 2).
+
+        Such a step admits nothing, whatever waits, so until the last chunk only a decode
+        finish or page growth beyond free + evictable memory changes the next step."""
+        if len(step.prefills) != 1 or (step.decodes and not step.all_decoders):
+            return 0
+        req, chunk = step.prefills[0]
+        if chunk <= 0 or chunk != step.prefill_budget:
+            return 0
+        # Step j (from 1) computes a full chunk without finishing while target - computed
+        # - (j - 1) x chunk > chunk.
+        k = min(self.max_macro, (req.target - req.computed - 1) // chunk)
+        if k < 2:
+            return 0
+        return self._steady_length(k) if step.decodes else k
+
     def _macro(self, step: Step, k: int):
         env = self.env
         ctx0 = self.decoding.context()
         times = self.oracle.decode_steps(ctx0, k, self.advance, self.width)
         t0 = env.now
-        ends = t0 + np.cumsum(times)
+        ends = _step_ends(t0, times)
         done = k
         self._in_macro = True
         try:
@@ -328,20 +352,67 @@ class EngineInstance:
         self.stats.decode_steps += done
         self.stats.macro_steps += 1
         self.stats.busy_s += float(ends[done - 1]) - t0
-        now = env.now
-        # Steps 2..done allocate their pages as the single steps would have (the macro
-        # length guaranteed they can).
-        dec = self.decoding
-        grown = ctx0 + (done - 1) * self.advance + self.width
-        rows = np.nonzero(grown > dec.cap[: len(dec)])[0]
-        if rows.size and not grow_rows(self, rows, grown[rows]):
-            raise AssertionError("macro-step growth exceeded the room it was sized for")
+        self._grow_through(done)
         if self._reserve_output:
             self.new_token_ratio = max(self._ratio_min,
                                        self.new_token_ratio - done * self._ratio_decay)
-        self._apply_decode(step, done, now)
+        self._apply_decode(step, done, env.now)
+
+    def _chunk_macro(self, step: Step, k: int):
+        """``k`` steps of the lone full-budget chunk (see ``_chunk_length``), each priced as
+        the single step is. An arrival cannot change them, so it does not interrupt."""
+        env = self.env
+        req, chunk = step.prefills[0]
+        dec = self.decoding
+        decodes = bool(step.decodes)
+        tokens = np.array([float(chunk)])
+        times = np.empty(k)
+        for j in range(k):
+            batch = StepBatch(prefill_tokens=tokens,
+                              prefill_resident=np.array([float(req.computed + j * chunk)]),
+                              decode_context=dec.context_after(j) if decodes else _EMPTY,
+                              width=self.width)
+            times[j] = self.oracle.step(batch).seconds
+        t0 = env.now
+        ends = _step_ends(t0, times)
+        yield env.timeout(float(ends[-1]) - t0)
+        stats = self.stats
+        stats.steps += k
+        stats.prefill_steps += k
+        stats.macro_steps += 1
+        stats.chunk_macro_steps += 1
+        if decodes:
+            stats.mixed_steps += k
+        stats.busy_s += float(ends[-1]) - t0
+        req.computed += k * chunk
+        if decodes:
+            self._grow_through(k)
+            self._apply_decode(step, k, env.now)
+
+    def _grow_through(self, steps: int) -> None:
+        """Allocate the pages steps 2..``steps`` of a macro-step grew into, as the single steps
+        would have (the macro length guaranteed they can)."""
+        dec = self.decoding
+        if not len(dec):
+            return
+        grown = dec.context_after(steps - 1) + self.width
+        rows = (grown > dec.cap[: len(dec)]).nonzero()[0]
+        if rows.size and not grow_rows(self, rows, grown[rows]):
+            raise AssertionError("macro-step growth exceeded the room it was sized for")
 
     def _sample_occupancy(self) -> None:
         pool = self.kv.pool
         self.stats.occupancy.append((self.env.now, pool.capacity - pool.free,
                                      self.kv.cache.cached_tokens))
+
+
+_EMPTY = np.zeros(0, dtype=np.float64)
+
+
+def _step_ends(t0: float, seconds: np.ndarray) -> np.ndarray:
+    """End time of each of consecutive steps: added one at a time onto ``t0``, as the clock
+    does when each step is its own timeout."""
+    ends = np.empty(seconds.size + 1)
+    ends[0] = t0
+    ends[1:] = seconds
+    return ends.cumsum()[1:]

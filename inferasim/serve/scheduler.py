@@ -25,6 +25,8 @@ class Step:
     decodes: list[LiveRequest] = attrs.field(factory=list)
     # Every decoding request takes part: the engine's decode arrays describe the batch.
     all_decoders: bool = False
+    # Tokens the step offered prefill chunks (what the decodes left of the token budget).
+    prefill_budget: int = 0
 
     @property
     def empty(self) -> bool:
@@ -125,6 +127,7 @@ def schedule_unified(eng: EngineInstance, now: float) -> Step:
     budget = eng.max_batched_tokens
     preempted = schedule_decodes(eng, step, now, budget)
     budget -= len(step.decodes) * eng.width
+    step.prefill_budget = budget
     for req in list(eng.prefilling):
         chunk = min(req.target - req.computed, budget)
         if chunk > 0:
@@ -137,7 +140,7 @@ def schedule_unified(eng: EngineInstance, now: float) -> Step:
 
 def schedule_prefill_exclusive(eng: EngineInstance, now: float) -> Step:
     step = Step()
-    budget = eng.chunked_prefill_size
+    budget = step.prefill_budget = eng.chunked_prefill_size
     mid_chunk = eng.prefilling[0] if eng.prefilling else None
     if mid_chunk is not None:
         chunk = min(mid_chunk.target - mid_chunk.computed, budget)
