@@ -22,7 +22,6 @@ class KVManager:
         self.page = page_size
         self.bt = block_tokens
         self.prefix_caching = prefix_caching
-        self._inserts = 0  # with the cache's eviction count, versions what peek() can see
 
     def pages(self, tokens: float) -> int:
         """Tokens rounded up to whole pages."""
@@ -33,17 +32,26 @@ class KVManager:
         # At least one token is always computed, so a fully cached prompt recomputes its last block.
         return min(len(req.spec.keys), (req.target - 1) // self.bt)
 
+    def peek_once(self, req: LiveRequest) -> int:
+        """``peek`` without its memo, for a router asking every instance once per request:
+        a memo per request would be replaced at each instance and never hit."""
+        if not self.prefix_caching:
+            return 0
+        return self.cache.peek_prefix(req.spec.keys, self._matchable_blocks(req))
+
     def peek(self, req: LiveRequest) -> int:
         """Cached prefix blocks, without side effects (for prefix-first admission order).
 
-        Remembered per request until the tree gains or loses blocks: prefix-first ordering
-        asks this of every waiting request at every step."""
+        Remembered per request while the tree nodes the match walked keep their shape:
+        prefix-first ordering asks this of every waiting request at every admission."""
         if not self.prefix_caching:
             return 0
-        version = (self._inserts, self.cache.stats.evictions, req.target)
-        if req.peek_version != version:
-            req.peek_blocks = self.cache.peek_prefix(req.spec.keys, self._matchable_blocks(req))
-            req.peek_version = version
+        memo = req.peek_version  # a router peeks several instances' caches in turn
+        if not memo or memo[0] is not self.cache or memo[1] != req.target \
+                or not self.cache.unchanged(memo[2]):
+            req.peek_blocks, witness = self.cache.peek_witnessed(
+                req.spec.keys, self._matchable_blocks(req))
+            req.peek_version = (self.cache, req.target, witness)
         return req.peek_blocks
 
     @property
@@ -103,7 +111,6 @@ class KVManager:
         if len(keys) <= cached:
             return
         result = self.cache.insert(keys, now, cached_blocks=cached)
-        self._inserts += 1
         req.private -= (len(keys) - cached) * self.bt
         self.cache.lock(result.node)
         self.cache.unlock(req.node)

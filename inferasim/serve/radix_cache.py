@@ -66,6 +66,7 @@ class RadixNode:
         "stamp",
         "held",
         "orphan",
+        "shape",
     )
 
     def __init__(self, keys: np.ndarray, parent: RadixNode | None, uid: int, now: float):
@@ -80,6 +81,8 @@ class RadixNode:
         self.stamp = 0  # bumped on every heap push; older heap entries are stale
         self.held = True  # False once its memory went back to the pool
         self.orphan = False  # held, but cut off from the root (recency only)
+        # Bumped whenever the edge's keys change or the node leaves the tree (peek witnesses).
+        self.shape = 0
 
     @property
     def blocks(self) -> int:
@@ -229,12 +232,28 @@ class RadixCache:
 
     def peek_prefix(self, keys: np.ndarray, max_blocks: int | None = None) -> int:
         """Matched blocks, without splitting, refreshing or counting: for admission order."""
+        return self._peek(keys, max_blocks, None)
+
+    def peek_witnessed(self, keys: np.ndarray,
+                       max_blocks: int | None = None) -> tuple[int, tuple]:
+        """``peek_prefix`` and a witness of what the answer depends on: each child lookup
+        the walk made and the shape of the edge it found. While ``unchanged(witness)`` the
+        answer stands -- prefix-first order asks it of every waiting request at every
+        admission, and the tree changes somewhere at almost every step, but rarely on a
+        given request's path."""
+        seen: list = []
+        return self._peek(keys, max_blocks, seen), tuple(seen)
+
+    def _peek(self, keys: np.ndarray, max_blocks: int | None, seen: list | None) -> int:
         keys = _as_keys(keys)
         if max_blocks is not None:
             keys = keys[: max(0, max_blocks)]
         node, pos = self.root, 0
         while pos < len(keys):
-            child = node.children.get(int(keys[pos]))
+            key = int(keys[pos])
+            child = node.children.get(key)
+            if seen is not None:
+                seen.append((node, key, child, 0 if child is None else child.shape))
             if child is None:
                 break
             matched = _common_blocks(child.keys, keys[pos:])
@@ -243,6 +262,14 @@ class RadixCache:
                 break
             node = child
         return pos
+
+    @staticmethod
+    def unchanged(witness: tuple) -> bool:
+        for node, key, child, shape in witness:
+            if node.children.get(key) is not child or (child is not None
+                                                        and child.shape != shape):
+                return False
+        return True
 
     def insert(self, keys: np.ndarray, now: float, cached_blocks: int = 0) -> InsertResult:
         """Cache the blocks a request computed.
@@ -332,6 +359,7 @@ class RadixCache:
         rest of this leaf's tail comes next, as LRU over its blocks would have it)."""
         tokens = take * self.block_tokens
         node.keys = node.keys[: node.blocks - take]
+        node.shape += 1
         self._evictable -= tokens
         self.pool.tree_to_free(tokens)
         self.stats.evictions += take
@@ -433,6 +461,7 @@ class RadixCache:
             node.parent.children[head.first_key] = head
         head.children[int(node.keys[at])] = node
         node.keys = node.keys[at:]
+        node.shape += 1
         node.parent = head
         node.depth += at
         self._nodes.add(head)
@@ -457,6 +486,7 @@ class RadixCache:
         """Give an unpinned node's memory back to the pool and drop it from the tree."""
         tokens = node.blocks * self.block_tokens
         parent = node.parent
+        node.shape += 1
         if parent is not None:
             del parent.children[node.first_key]
         for child in node.children.values():
