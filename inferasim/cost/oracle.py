@@ -248,6 +248,12 @@ class AnalyticOracle:
         tokens = float(n * width)
         fixed = sum(self._gemm_seconds(tokens, tokens).values()) + self._comm_seconds(tokens) \
             + self._draft_seconds(n) + self.fixed_s
+        if self._linear:
+            # Linear in context: step j costs the coefficients times the batch's total
+            # context, sum(ctx0) + j * n * advance -- O(steps), whatever the batch size.
+            coef = sum(self._linear_coefficients(("decode", width)).values())
+            total = float(ctx0.sum()) + (n * advance) * np.arange(steps, dtype=np.float64)
+            return fixed + coef * total
         ctx = ctx0[None, :].astype(np.float64) + advance * np.arange(steps, dtype=np.float64)[:, None]
         per_seq = sum(self._decode_attention(ctx.ravel(), width).values())
         attn = np.asarray(per_seq, dtype=np.float64).reshape(steps, n).sum(axis=1)
