@@ -199,3 +199,29 @@ def test_pool_drains_to_the_cache_after_replay(engine):
     assert kv.pool.private == 0
     assert kv.pool.free + kv.pool.tree == kv.pool.capacity
     kv.cache.check()
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_router_reads_each_instance_mid_macro_step_as_step_by_step(engine, monkeypatch):
+    """Behind the prefix-affinity router an arrival reads every instance's cache: an instance
+    mid-macro-step must show it as the step-exact mode would (the growth evictions of the
+    steps taken so far applied), or routing, and then requests, differ between the modes."""
+    from inferasim.serve.engine import EngineInstance
+
+    seen: list[tuple] = []
+    plain_peek = EngineInstance.peek
+
+    def recording_peek(self, req):
+        blocks = plain_peek(self, req)
+        seen.append((req.rid, self.index, self.kv.pool.free, self.kv.cache.stats.evictions,
+                     blocks))
+        return blocks
+
+    monkeypatch.setattr(EngineInstance, "peek", recording_peek)
+    common = ["workload.duration_s=150", "workload.concurrency=24", f"engine.name={engine}",
+              "engine.kv_pool_tokens=12000", "topology.instances=3",
+              "topology.router=prefix-affinity"]
+    _exact_and_macro(common)
+    exact_seen, macro_seen = seen[: len(seen) // 2], seen[len(seen) // 2:]
+    assert exact_seen == macro_seen
+    assert any(ev > 0 for *_, ev, _ in exact_seen)  # the pool was tight: growth evicted

@@ -75,6 +75,7 @@ class EngineInstance:
         self._seq = 0
         self._wake: simpy.Event = env.event()
         self._in_macro = False
+        self._plan: tuple[np.ndarray, int] | None = None  # (step ends, steps) of a macro-step
         self._group = None
         self.process = env.process(self._run()) if not driven else None
 
@@ -97,7 +98,20 @@ class EngineInstance:
 
     def peek(self, req: LiveRequest) -> int:
         """Cached prefix blocks for the router (asked once per request and instance)."""
+        self.catch_up()
         return self.kv.peek_once(req)
+
+    def catch_up(self) -> None:
+        """Allocate what a running macro-step's steps have grown into by now, the step in
+        flight included, as the step-exact mode has: a router reading this instance's cache
+        mid-macro-step then sees the evictions step-by-step growth would have made. Growth
+        is idempotent, so the macro-step's own allocation at its end only adds the rest."""
+        if self._plan is None:
+            return
+        ends, k = self._plan
+        in_flight = min(k, int(np.searchsorted(ends, self.env.now, side="right")) + 1)
+        if in_flight > 1:
+            self._grow_through(in_flight)
 
     def queue_order(self) -> list[LiveRequest]:
         return self._order(self.waiting, self.kv, self.lpm_max)
@@ -335,6 +349,7 @@ class EngineInstance:
         ends = _step_ends(t0, times)
         done = k
         self._in_macro = True
+        self._plan = (ends, k)
         try:
             yield env.timeout(float(ends[-1]) - t0)
         except simpy.Interrupt:
@@ -348,6 +363,7 @@ class EngineInstance:
                 except simpy.Interrupt:
                     pass
         self._in_macro = False
+        self._plan = None
         self.stats.steps += done
         self.stats.decode_steps += done
         self.stats.macro_steps += 1
@@ -375,7 +391,9 @@ class EngineInstance:
             times[j] = self.oracle.step(batch).seconds
         t0 = env.now
         ends = _step_ends(t0, times)
+        self._plan = (ends, k) if decodes else None
         yield env.timeout(float(ends[-1]) - t0)
+        self._plan = None
         stats = self.stats
         stats.steps += k
         stats.prefill_steps += k
