@@ -223,6 +223,11 @@ class CalibratedOracle:
                 StepBatch(decode_context=np.full(others, ctx), width=self.width)).seconds
         return prefill, wait
 
+    @property
+    def frontend_modelled(self) -> bool:
+        """Whether the anchors gave a frontend latency at all (else requests go straight in)."""
+        return self._prefill_calibrated
+
     def frontend_latency(self, in_flight: int) -> float:
         """Seconds a request spends outside the engine with ``in_flight`` requests (itself
         included) open: the anchors' latency interpolated in log concurrency, flat past the

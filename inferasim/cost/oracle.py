@@ -80,6 +80,7 @@ class AnalyticOracle:
         self.fixed_s = (self.gpu.step_overhead_s + scenario.engine.step_overhead_s
                         + self.gpu.layer_latency_s * scenario.model.num_layers)
         self._gemm_memo: dict[tuple[float, float], dict[str, float]] = {}
+        self._steady_parts: dict[tuple[int, int], tuple[float, float]] = {}
         # Dense attention without windows is linear in its work (see _linear_coefficients).
         self._linear = type(self.attention) in (GqaAttention, MlaAttention) \
             and scenario.model.attention.sliding_layers == 0
@@ -245,13 +246,20 @@ class AnalyticOracle:
         One vectorised evaluation for all steps: this is what makes macro-steps cheap.
         """
         n = ctx0.size
-        tokens = float(n * width)
-        fixed = sum(self._gemm_seconds(tokens, tokens).values()) + self._comm_seconds(tokens) \
-            + self._draft_seconds(n) + self.fixed_s
+        # A batch of n runs macro-step after macro-step: its context-free part is remembered.
+        key = (n, width)
+        parts = self._steady_parts.get(key)
+        if parts is None:
+            tokens = float(n * width)
+            fixed = sum(self._gemm_seconds(tokens, tokens).values()) \
+                + self._comm_seconds(tokens) + self._draft_seconds(n) + self.fixed_s
+            coef = sum(self._linear_coefficients(("decode", width)).values()) \
+                if self._linear else 0.0
+            parts = self._steady_parts[key] = (fixed, coef)
+        fixed, coef = parts
         if self._linear:
             # Linear in context: step j costs the coefficients times the batch's total
             # context, sum(ctx0) + j * n * advance -- O(steps), whatever the batch size.
-            coef = sum(self._linear_coefficients(("decode", width)).values())
             total = float(ctx0.sum()) + (n * advance) * np.arange(steps, dtype=np.float64)
             return fixed + coef * total
         ctx = ctx0[None, :].astype(np.float64) + advance * np.arange(steps, dtype=np.float64)[:, None]

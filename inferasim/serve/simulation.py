@@ -39,7 +39,7 @@ def _behind_frontend(env: simpy.Environment, submit, oracle):
     anchors' time outside the engine steps (tokenisation, HTTP, the server's input pipeline),
     which each request's TTFT and end-to-end latency carry and the engine's batches do not."""
     latency_of = getattr(oracle, "frontend_latency", None)
-    if latency_of is None:
+    if latency_of is None or not getattr(oracle, "frontend_modelled", True):
         return submit
     open_requests = 0
 
