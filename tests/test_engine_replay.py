@@ -167,6 +167,18 @@ def test_macro_steps_equal_exact_steps(engine):
     _, macro = _exact_and_macro(["workload.duration_s=120", "workload.concurrency=12",
                                  f"engine.name={engine}", "engine.kv_pool_tokens=60000"])
     assert macro.engines[0].stats.macro_steps > 0
+    # a step that completes the last prompt in flight carries the decode steps after it
+    assert macro.engines[0].stats.settled_macro_steps > 0
+
+
+def test_open_loop_arrivals_interrupting_settled_macro_steps_equal_exact_steps():
+    """The peers' shape (fixed lengths, Poisson arrivals, one instance): nearly every
+    macro-step rides on the prompt step before it, and arrivals cut them at any point."""
+    _, macro = _exact_and_macro(["workload.format=random", "workload.isl=2048",
+                                 "workload.osl=256", "workload.rate=1.5",
+                                 "workload.duration_s=200"])
+    stats = macro.engines[0].stats
+    assert stats.settled_macro_steps > 100 and stats.steps > 20 * stats.macro_steps
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])

@@ -8,6 +8,7 @@ with ``metadata={"choices": (...)}``. Unknown keys get a "did you mean" from the
 from __future__ import annotations
 
 import difflib
+import functools
 import types
 import typing
 from typing import Any
@@ -123,8 +124,15 @@ def _convert(tp: Any, value: Any, key: str, ctx: _Ctx) -> Any:
     raise TypeError(f"unsupported field type {tp!r} at {key}")
 
 
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    """A spec class's resolved annotations: resolving them is the costly part of a build (an
+    anchor store builds hundreds of records), and a class's never change."""
+    return typing.get_type_hints(cls)
+
+
 def _build(cls: type, data: dict[str, Any], prefix: str, ctx: _Ctx) -> Any:
-    hints = typing.get_type_hints(cls)
+    hints = _hints(cls)
     fields = {f.name: f for f in attrs.fields(cls)}
     for key in data:
         if key not in fields:

@@ -25,11 +25,13 @@ from inferasim.serve.scheduler import SCHEDULERS, Step, grow_rows
 
 class EngineStats:
     __slots__ = ("steps", "prefill_steps", "decode_steps", "mixed_steps", "macro_steps",
-                 "chunk_macro_steps", "preemptions", "busy_s", "occupancy")
+                 "chunk_macro_steps", "settled_macro_steps", "preemptions", "busy_s",
+                 "occupancy")
 
     def __init__(self) -> None:
         self.steps = self.prefill_steps = self.decode_steps = self.macro_steps = 0
         self.chunk_macro_steps = 0  # of the macro-steps, those over a prompt's full chunks
+        self.settled_macro_steps = 0  # of the macro-steps, those riding on a settling step
         self.mixed_steps = 0  # steps holding both prefill chunks and decodes
         self.preemptions = 0
         self.busy_s = 0.0
@@ -76,6 +78,9 @@ class EngineInstance:
         self._wake: simpy.Event = env.event()
         self._in_macro = False
         self._plan: tuple[np.ndarray, int] | None = None  # (step ends, steps) of a macro-step
+        # The only engine on its clock (set by the topology): nothing reads its state between
+        # its own events, so a step's effects may be applied ahead, stamped with its end.
+        self.solo = False
         self._group = None
         self.process = env.process(self._run()) if not driven else None
 
@@ -197,8 +202,11 @@ class EngineInstance:
                 yield from self._chunk_macro(step, k)
             else:
                 cost = self.oracle.step(self.batch(step))
-                yield env.timeout(cost.seconds)
-                self.apply_step(step, cost.seconds)
+                if not self.exact and self.solo and self._settles(step):
+                    yield from self._step_then_decode(step, cost.seconds)
+                else:
+                    yield env.timeout(cost.seconds)
+                    self.apply_step(step, cost.seconds)
             self._sample_occupancy()
 
     def batch(self, step: Step) -> StepBatch:
@@ -216,8 +224,9 @@ class EngineInstance:
             width=self.width,
         )
 
-    def apply_step(self, step: Step, seconds: float) -> None:
-        """Account a step that ended now: chunks computed, tokens generated, requests done."""
+    def apply_step(self, step: Step, seconds: float, now: float | None = None) -> None:
+        """Account a step that ended ``now`` (default: the clock): chunks computed, tokens
+        generated, requests done."""
         self.stats.steps += 1
         self.stats.busy_s += seconds
         if step.prefills and step.decodes:
@@ -226,7 +235,8 @@ class EngineInstance:
             self.stats.prefill_steps += 1
         else:
             self.stats.decode_steps += 1
-        now = self.env.now
+        if now is None:
+            now = self.env.now
         for req, chunk in step.prefills:
             req.computed += chunk
             if req.computed >= req.target:
@@ -288,9 +298,10 @@ class EngineInstance:
             return 0
         return self._steady_length(self.max_macro)
 
-    def _steady_length(self, limit: int) -> int:
+    def _steady_length(self, limit: int, allocated: bool = True) -> int:
         """Steps (at most ``limit``) the decoding batch runs before its first finish, that
-        step included, with page growth that needs no preemption; 0 when under 2."""
+        step included, with page growth that needs no preemption; 0 when under 2.
+        ``allocated``: the scheduler already grew the batch for the first of them."""
         dec = self.decoding
         n = len(dec)
         k = int(min(limit, dec.steps_to_finish().min())) if n else limit
@@ -304,7 +315,7 @@ class EngineInstance:
         room = self.kv.pool.free + self.kv.cache.evictable_tokens
         page = self.kv.page
         adv, width = self.advance, self.width
-        if n * ((k - 1) * adv + width + 2 * page) <= room:
+        if n * ((k - (not allocated) - 1) * adv + width + 2 * page) <= room:
             return k  # more than the batch could grow by (a page of rounding each side)
         prompt, base, done = dec.prompt[:n], dec.gen_base[:n], dec.steps[:n]
         tree = dec.tree[:n]
@@ -319,8 +330,9 @@ class EngineInstance:
 
         # Growth only accumulates: when the last step fits, every earlier one does.
         if need(np.array([k - 1.0]))[0] > room:
-            over = np.nonzero(need(np.arange(1, k, dtype=np.float64)) > room)[0]
-            k = int(over[0]) + 1
+            first = 1 if allocated else 0
+            over = np.nonzero(need(np.arange(first, k, dtype=np.float64)) > room)[0]
+            k = int(over[0]) + first
         return k if k >= 2 else 0
 
     def _chunk_length(self, step: Step) -> int:
@@ -407,9 +419,65 @@ class EngineInstance:
             self._grow_through(k)
             self._apply_decode(step, k, env.now)
 
+    def _settles(self, step: Step) -> bool:
+        """After this step every running request decodes and nothing waits: it completes
+        every prompt in flight, none of them or of its decodes finishes (a finish is seen by
+        its client), so the steps after it are a steady decode batch."""
+        if not step.prefills or self.waiting or len(step.prefills) != len(self.prefilling):
+            return False
+        if step.decodes and (not step.all_decoders
+                             or self.decoding.steps_to_finish().min() <= 1):
+            return False
+        return all(r.computed + c >= r.target and r.generated + 1.0 < r.spec.output_tokens
+                   for r, c in step.prefills)
+
+    def _step_then_decode(self, step: Step, seconds: float):
+        """A step that settles the batch (``_settles``) and the steady decode steps after it
+        as one timeout. A lone instance is read by nobody until its next event, so the step's
+        effects are applied at once, stamped with its end; an arrival interrupts as in
+        ``_macro`` (the step in flight completes, the rest is dropped)."""
+        env = self.env
+        t0 = env.now
+        self.apply_step(step, seconds, now=t0 + seconds)
+        k = self._steady_length(self.max_macro, allocated=False)
+        if k < 2:
+            yield env.timeout(seconds)
+            return
+        dec = self.decoding
+        times = self.oracle.decode_steps(dec.context(), k, self.advance, self.width)
+        ends = _step_ends(t0, np.concatenate(([seconds], times)))
+        done = k + 1
+        self._in_macro = True
+        try:
+            yield env.timeout(float(ends[-1]) - t0)
+        except simpy.Interrupt:
+            done = min(k + 1, int(np.searchsorted(ends, env.now, side="right")) + 1)
+            end = float(ends[done - 1])
+            while env.now < end:
+                try:
+                    yield env.timeout(end - env.now)
+                except simpy.Interrupt:
+                    pass
+        self._in_macro = False
+        decoded = done - 1
+        if not decoded:
+            return
+        stats = self.stats
+        stats.steps += decoded
+        stats.decode_steps += decoded
+        stats.macro_steps += 1
+        stats.settled_macro_steps += 1
+        stats.busy_s += float(ends[done - 1]) - float(ends[0])
+        self._grow_through(decoded)  # step 1 included: no scheduler grew it
+        if self._reserve_output:
+            self.new_token_ratio = max(self._ratio_min,
+                                       self.new_token_ratio - decoded * self._ratio_decay)
+        self._apply_decode(Step(decodes=list(dec.reqs), all_decoders=True), decoded, env.now)
+
     def _grow_through(self, steps: int) -> None:
-        """Allocate the pages steps 2..``steps`` of a macro-step grew into, as the single steps
-        would have (the macro length guaranteed they can)."""
+        """Allocate the pages steps 1..``steps`` of a macro-step grew into (the first usually
+        held already: the scheduler grew it), as the single steps would have (the macro
+        length guaranteed they can)."""
         dec = self.decoding
         if not len(dec):
             return

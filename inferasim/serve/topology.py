@@ -130,6 +130,8 @@ def build_topology(env: simpy.Environment, scenario: Scenario, knobs: Knobs, blo
     if topo.kind == "colocated":
         router, engines = _pool(env, scenario, knobs, block_tokens, make_oracle,
                                 topo.instances, topo.router, 0)
+        if len(engines) == 1 and engines[0].process is not None:
+            engines[0].solo = True
         return Topology(router, engines, memory_plan(scenario).kv_pool_tokens)
     from inferasim.config.loader import pool_scenario
 
