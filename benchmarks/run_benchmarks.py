@@ -7,6 +7,13 @@ starts; trace parsing is inside it): wall seconds, simulated requests per wall s
 second and peak RSS (each case runs in its own process so its peak is its own), plus the
 machine's bare SimPy event rate measured in the same run. Cases that need ../shared/data
 are skipped with a reason where it is absent.
+
+Cases: fixed-2048-512 (5,000 requests, Poisson 0.5/s, Llama-3.1-8B on one H100);
+mooncake-hour (the conversation trace, Llama-3.1-70B on 8 x B200); agentx-c32 (1800 s of
+AgentX lanes); scaling-x1/x2/x4 (that hour repeated 1, 2, 4 times in time on the same
+deployment: the cost against the requests replayed); fleet-x4 (the hour overlapped 4 times on
+4 instances behind the prefix-affinity router: adds routing and its imbalance);
+exact-mooncake-hour (the step-exact reference mode).
 """
 
 from __future__ import annotations
@@ -45,17 +52,22 @@ def simpy_event_rate(n: int = 200_000) -> float:
     return n / (time.perf_counter() - start)
 
 
-def _tiled_mooncake(copies: int) -> Path:
-    """The conversation trace repeated ``copies`` times over the same hour: each copy its own
-    hash namespace (offset ids), so load grows and reuse stays per copy."""
+def _repeated_mooncake(copies: int, *, in_time: bool) -> Path:
+    """The conversation trace ``copies`` times, each copy in its own hash namespace (offset
+    ids, so reuse stays within a copy). ``in_time``: the copies follow one another (an hour,
+    then the next), else they overlap in the same hour."""
     rows = MOONCAKE.read_text().splitlines()
-    out = Path(tempfile.mkdtemp()) / f"mooncake-x{copies}.jsonl"
+    recs = [json.loads(line) for line in rows]
+    span_ms = max(r["timestamp"] for r in recs) + 1000
+    name = f"mooncake-{'hours' if in_time else 'fleet'}-x{copies}.jsonl"
+    out = Path(tempfile.mkdtemp()) / name
     offset = 10**9
     with out.open("w") as fh:
         for c in range(copies):
-            for line in rows:
-                rec = json.loads(line)
-                rec["hash_ids"] = [h + c * offset for h in rec["hash_ids"]]
+            for rec in recs:
+                rec = dict(rec, hash_ids=[h + c * offset for h in rec["hash_ids"]])
+                if in_time:
+                    rec["timestamp"] = rec["timestamp"] + c * span_ms
                 fh.write(json.dumps(rec) + "\n")
     return out
 
@@ -72,9 +84,17 @@ def _case_overrides(name: str) -> list[str] | None:
                 "engine.name=vllm", "workload.format=agentx", f"workload.trace={AGENTX}",
                 "workload.concurrency=32", "engine.max_num_seqs=32", "workload.duration_s=1800"]
     if name.startswith("scaling-x"):
+        # The simulator's cost against the requests it replays: the hour of traffic repeated
+        # in time on the same deployment, so every hour is alike and only its length grows.
         copies = int(name.removeprefix("scaling-x"))
-        trace = MOONCAKE if copies == 1 else _tiled_mooncake(copies)
-        # The deployment grows with the load (copies x 8 GPUs), so each rung is as loaded.
+        trace = MOONCAKE if copies == 1 else _repeated_mooncake(copies, in_time=True)
+        return ["workload.format=mooncake", f"workload.trace={trace}", *MOONCAKE_DEPLOYMENT]
+    if name.startswith("fleet-x"):
+        # The hour overlapped ``copies`` times on as many instances behind the prefix-affinity
+        # router (each as loaded as one): adds the router's reads of every instance and the
+        # imbalance affinity creates, so it grows faster than the requests.
+        copies = int(name.removeprefix("fleet-x"))
+        trace = _repeated_mooncake(copies, in_time=False)
         return ["workload.format=mooncake", f"workload.trace={trace}", *MOONCAKE_DEPLOYMENT,
                 f"topology.instances={copies}", "topology.router=prefix-affinity"]
     if name.startswith("exact-"):
@@ -83,7 +103,7 @@ def _case_overrides(name: str) -> list[str] | None:
 
 
 def _needs(name: str) -> Path | None:
-    if "mooncake" in name or "scaling" in name:
+    if "mooncake" in name or "scaling" in name or "fleet" in name:
         return MOONCAKE
     if "agentx" in name:
         return AGENTX
@@ -130,7 +150,7 @@ def run_case(name: str) -> dict:
 
 
 CASES = ("fixed-2048-512", "mooncake-hour", "agentx-c32", "scaling-x1", "scaling-x2",
-         "scaling-x4", "exact-mooncake-hour")
+         "scaling-x4", "fleet-x4", "exact-mooncake-hour")
 
 
 def main() -> None:
@@ -157,6 +177,9 @@ def main() -> None:
     if {"scaling-x1", "scaling-x4"} <= set(by):
         print(f"scaling: 4x requests in {by['scaling-x4']['wall_s'] / by['scaling-x1']['wall_s']:.2f}x "
               "the time (target <= 4.4x)")
+    if {"scaling-x1", "fleet-x4"} <= set(by):
+        print(f"fleet: 4x requests on 4 routed instances in "
+              f"{by['fleet-x4']['wall_s'] / by['scaling-x1']['wall_s']:.2f}x the time")
     if {"mooncake-hour", "exact-mooncake-hour"} <= set(by):
         print(f"macro-steps vs reference on mooncake-hour: "
               f"{by['exact-mooncake-hour']['wall_s'] / by['mooncake-hour']['wall_s']:.1f}x faster "
