@@ -359,15 +359,22 @@ class EngineInstance:
         times = self.oracle.decode_steps(ctx0, k, self.advance, self.width)
         t0 = env.now
         ends = _step_ends(t0, times)
+        self._plan = (ends, k)
+        done = yield from self._through(ends)
+        self._plan = None
+        self._decoded(step, done, float(ends[done - 1]) - t0)
+
+    def _through(self, ends: np.ndarray):
+        """Wait through consecutive steps ending at ``ends``: an arrival's interrupt lets the
+        step in flight complete and drops the rest. Returns how many steps completed."""
+        env = self.env
+        k = ends.size
         done = k
         self._in_macro = True
-        self._plan = (ends, k)
         try:
-            yield env.timeout(float(ends[-1]) - t0)
+            yield env.timeout(float(ends[-1]) - env.now)
         except simpy.Interrupt:
-            now = env.now
-            done = int(np.searchsorted(ends, now, side="right"))
-            done = min(k, done + 1)  # the step in flight completes
+            done = min(k, int(np.searchsorted(ends, env.now, side="right")) + 1)
             end = float(ends[done - 1])
             while env.now < end:
                 try:
@@ -375,16 +382,20 @@ class EngineInstance:
                 except simpy.Interrupt:
                     pass
         self._in_macro = False
-        self._plan = None
-        self.stats.steps += done
-        self.stats.decode_steps += done
-        self.stats.macro_steps += 1
-        self.stats.busy_s += float(ends[done - 1]) - t0
+        return done
+
+    def _decoded(self, step: Step, done: int, busy_s: float) -> None:
+        """Account ``done`` decode steps of a macro-step that ended now."""
+        stats = self.stats
+        stats.steps += done
+        stats.decode_steps += done
+        stats.macro_steps += 1
+        stats.busy_s += busy_s
         self._grow_through(done)
         if self._reserve_output:
             self.new_token_ratio = max(self._ratio_min,
                                        self.new_token_ratio - done * self._ratio_decay)
-        self._apply_decode(step, done, env.now)
+        self._apply_decode(step, done, self.env.now)
 
     def _chunk_macro(self, step: Step, k: int):
         """``k`` steps of the lone full-budget chunk (see ``_chunk_length``), each priced as
@@ -446,33 +457,12 @@ class EngineInstance:
         dec = self.decoding
         times = self.oracle.decode_steps(dec.context(), k, self.advance, self.width)
         ends = _step_ends(t0, np.concatenate(([seconds], times)))
-        done = k + 1
-        self._in_macro = True
-        try:
-            yield env.timeout(float(ends[-1]) - t0)
-        except simpy.Interrupt:
-            done = min(k + 1, int(np.searchsorted(ends, env.now, side="right")) + 1)
-            end = float(ends[done - 1])
-            while env.now < end:
-                try:
-                    yield env.timeout(end - env.now)
-                except simpy.Interrupt:
-                    pass
-        self._in_macro = False
-        decoded = done - 1
-        if not decoded:
-            return
-        stats = self.stats
-        stats.steps += decoded
-        stats.decode_steps += decoded
-        stats.macro_steps += 1
-        stats.settled_macro_steps += 1
-        stats.busy_s += float(ends[done - 1]) - float(ends[0])
-        self._grow_through(decoded)  # step 1 included: no scheduler grew it
-        if self._reserve_output:
-            self.new_token_ratio = max(self._ratio_min,
-                                       self.new_token_ratio - decoded * self._ratio_decay)
-        self._apply_decode(Step(decodes=list(dec.reqs), all_decoders=True), decoded, env.now)
+        done = yield from self._through(ends)
+        if done > 1:
+            self.stats.settled_macro_steps += 1
+            # the first decode step is included in the growth: no scheduler grew it
+            self._decoded(Step(decodes=list(dec.reqs), all_decoders=True), done - 1,
+                          float(ends[done - 1]) - float(ends[0]))
 
     def _grow_through(self, steps: int) -> None:
         """Allocate the pages steps 1..``steps`` of a macro-step grew into (the first usually
