@@ -32,10 +32,11 @@ bare forward pass (design.md, behaviour.md 3 "Transport by the whole step").
   (tokenisation, HTTP, the server's input pipeline): each request reaches the scheduler that
   much after the client sends it, so TTFT and end-to-end latency carry it and the engine does
   not. It follows the load: each closed-loop anchor's TTFT beyond the model is tabled by its
-  concurrency and read at the number of requests open when one is sent. The InferenceMAX SGLang rows need this split: their median TTFT at ISL 1024 is 100-450 ms
-  nearly flat in concurrency while a 1k-token prefill of DeepSeek-R1 on eight GPUs is 20-40 ms
-  of engine time; priced as engine time it would stall the decodes by more than the measured
-  TPOT allows.
+  concurrency and read at the number of requests open when one is sent. The InferenceMAX
+  SGLang rows need this split: their median TTFT at ISL 1024 is 100-450 ms, nearly flat in
+  concurrency, while a 1k-token prefill of DeepSeek-R1 on eight GPUs is 20-40 ms of engine
+  time; priced as engine time it would stall the decodes by more than the measured TPOT
+  allows.
 - A mixed step is ``r_decode x D + r_prefill x (T - D)``: ``T`` the target's whole analytic
   step, ``D`` the same step without its prefill chunks.
 
@@ -175,10 +176,9 @@ class CalibratedOracle:
     def _fit_prefill(self, usable) -> None:
         """``latency + slope x prefill(isl) + wait`` fitted to the lowest-concurrency anchor at
         each ISL (its TTFT is closest to a lone prefill)."""
+        usable = [r for r in usable if r.ttft_s is not None and not r.little_mismatch()]
         best: dict[int, Any] = {}
         for record in usable:
-            if record.ttft_s is None:
-                continue
             w = record.workload
             conc = w.concurrency if w.concurrency is not None else math.inf
             old = best.get(w.isl)
@@ -200,7 +200,7 @@ class CalibratedOracle:
         excess: dict[int, list[float]] = {}
         for record in usable:
             conc = record.workload.concurrency
-            if record.ttft_s is None or conc is None or conc < 1:
+            if conc is None or conc < 1:
                 continue
             prefill, wait = self._ttft_model(record)
             excess.setdefault(int(conc), []).append(
