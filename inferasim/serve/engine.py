@@ -1,10 +1,12 @@
 """One engine instance as a SimPy process: form a batch, ask the oracle, advance the clock.
 
-Time advance: a steady decode batch (nothing waiting to be admitted, nothing finishing,
-no page allocation that would need eviction) is advanced as one timeout over k steps
-priced in one vectorised oracle call. An arrival interrupts it; the steps completed by
-then are applied, the step in flight finishes, and scheduling resumes — so per-request
-results equal the step-by-step reference mode (``sim.exact_steps``).
+Time advance: runs of steps whose shape is known in advance are one timeout (macro-steps):
+a steady decode batch (nothing admissible waiting, nothing finishing, growth within free +
+evictable memory), a prompt's full chunks (nothing can be admitted beside them), and, on a
+lone instance, the decode steps after a step that settles the batch. An arrival interrupts a
+decode macro-step; the steps completed by then are applied, the step in flight finishes,
+and scheduling resumes — so per-request results equal the step-by-step reference mode
+(``sim.exact_steps``). docs/architecture.md ("Time") gives the conditions.
 """
 
 from __future__ import annotations
