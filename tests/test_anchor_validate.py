@@ -73,6 +73,31 @@ def test_validate_cli_table_and_json(tmp_path):
     assert {"median_abs", "p90_abs"} <= set(group["stats"]["tpot"])
     pred = group["predictions"][0]
     assert set(pred["error"]) == {"tput_per_gpu", "tpot", "ttft"}
+    # the one scored group has 3 points: it counts towards the targets, met or missed
+    for metric in ("tput_per_gpu", "tpot", "ttft"):
+        counted = data["targets"][metric]["met"] + data["targets"][metric]["missed"]
+        assert counted == [group["group"]]
+    assert "meeting the target median" in runner.invoke(cli, ["anchors", "validate",
+                                                              folder]).output
+
+
+def test_targets_count_only_groups_with_enough_scored_points():
+    from inferasim.anchors.validate import GroupResult, Prediction, targets_met
+
+    def pred(i: int, tput_err: float) -> Prediction:
+        return Prediction(anchor=f"a{i}", group="g", isl=1024, osl=1024, concurrency=2 ** i,
+                          measured={"tput_per_gpu": 100.0, "tpot": 0.01, "ttft": 0.1},
+                          predicted={"tput_per_gpu": 100.0 * (1 + tput_err), "tpot": 0.01,
+                                     "ttft": 0.2},
+                          replay_requests=100, wall_s=0.1)
+
+    good = GroupResult("good", 3, predictions=tuple(pred(i, 0.05) for i in range(3)))
+    bad = GroupResult("bad", 3, predictions=tuple(pred(i, 0.30) for i in range(3)))
+    pair = GroupResult("pair", 2, predictions=tuple(pred(i, 0.30) for i in range(2)))
+    met = targets_met([good, bad, pair, GroupResult("skipped", 1, skipped="why")])
+    assert met["tput_per_gpu"] == {"met": ["good"], "missed": ["bad"]}
+    assert met["tpot"] == {"met": ["good", "bad"], "missed": []}
+    assert met["ttft"] == {"met": [], "missed": ["good", "bad"]}  # 100% off in both
 
 
 def test_validate_bad_folder_exits_2(tmp_path):

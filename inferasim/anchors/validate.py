@@ -39,6 +39,11 @@ MIN_ROUNDS = 3
 MAX_REPLAY_CONCURRENCY = 256
 #: Draft depth assumed for an MTP anchor that does not record it (the InferenceMAX scenarios').
 DEFAULT_MTP_DRAFT = 3
+#: The accuracy a regime should reach (median absolute error per metric), read on the groups
+#: with at least TARGET_MIN_SCORED scored points (each then predicted from a sweep of two or
+#: more; a group of two predicts each point from one other and carries no trend).
+TARGETS = {"tput_per_gpu": 0.10, "tpot": 0.15, "ttft": 0.15}
+TARGET_MIN_SCORED = 3
 
 
 @attrs.frozen
@@ -346,6 +351,21 @@ def validate_store(store: AnchorStore, *, knobs: Knobs | None = None,
     return results
 
 
+def targets_met(results: Iterable[GroupResult]) -> dict[str, Any]:
+    """Per metric, which groups with enough scored points meet TARGETS and which miss."""
+    groups = [g for g in results if not g.skipped]
+    out: dict[str, Any] = {"min_scored": TARGET_MIN_SCORED, "targets": dict(TARGETS)}
+    for metric, limit in TARGETS.items():
+        met, missed = [], []
+        for g in groups:
+            st = g.stats()[metric]
+            if st["n"] < TARGET_MIN_SCORED or st["median_abs"] is None:
+                continue
+            (met if st["median_abs"] <= limit else missed).append(g.key)
+        out[metric] = {"met": met, "missed": missed}
+    return out
+
+
 def report_dict(results: list[GroupResult]) -> dict[str, Any]:
     all_preds = [p for g in results for p in g.predictions]
     return {
@@ -355,6 +375,7 @@ def report_dict(results: list[GroupResult]) -> dict[str, Any]:
         "overall": error_stats(all_preds),
         "overall_bracketed": error_stats(p for p in all_preds if p.bracketed),
         "overall_sweep_ends": error_stats(p for p in all_preds if not p.bracketed),
+        "targets": targets_met(results),
         "groups": [{
             "group": g.key, "anchors": g.anchors, "skipped": g.skipped, "template": g.template,
             "stats": g.stats() if not g.skipped else None, "notes": list(g.notes),

@@ -218,7 +218,13 @@ def validate_cmd(folder: Path | None, as_json: bool, verbose: bool) -> None:
     anchors/) from the others by replaying its workload with the calibrated oracle; print the
     median and p90 absolute error of throughput per GPU, TPOT and TTFT per regime."""
     from inferasim.anchors.store import AnchorStore
-    from inferasim.anchors.validate import error_stats, report_dict, validate_store
+    from inferasim.anchors.validate import (
+        TARGETS,
+        error_stats,
+        report_dict,
+        targets_met,
+        validate_store,
+    )
     from inferasim.config.knobs import Knobs
 
     store = AnchorStore.load(folder)
@@ -257,6 +263,17 @@ def validate_cmd(folder: Path | None, as_json: bool, verbose: bool) -> None:
         cells = [f"{_pct(st[m]['median_abs']):>7}/{_pct(st[m]['p90_abs']):<7}"
                  for m in ("tput_per_gpu", "tpot", "ttft")]
         click.echo(f"{label:78} {len(subset):>3} {' '.join(cells)}")
+    met = targets_met(results)
+    cells = []
+    for metric, name in (("tput_per_gpu", "tput/GPU"), ("tpot", "TPOT"), ("ttft", "TTFT")):
+        got = met[metric]
+        cells.append(f"{name} {len(got['met'])}/{len(got['met']) + len(got['missed'])} "
+                     f"(<= {TARGETS[metric]:.0%})")
+        missed_by_metric = got["missed"]
+        if verbose and missed_by_metric:
+            cells[-1] += " missed by: " + "; ".join(missed_by_metric)
+    click.echo(f"regimes with >= {met['min_scored']} scored points meeting the target median: "
+               + ", ".join(cells))
     closed = sum(p.method == "closed-form" for p in preds)
     excluded = sum(bool(p.excluded) for p in preds)
     if closed or excluded:
