@@ -317,7 +317,9 @@ class EngineInstance:
         room = self.kv.pool.free + self.kv.cache.evictable_tokens
         page = self.kv.page
         adv, width = self.advance, self.width
-        if n * ((k - (not allocated) - 1) * adv + width + 2 * page) <= room:
+        # Steps 2..k grow the batch, or 1..k when the scheduler has not grown the first.
+        growing = k - 1 if allocated else k
+        if n * (growing * adv + width + 2 * page) <= room:
             return k  # more than the batch could grow by (a page of rounding each side)
         prompt, base, done = dec.prompt[:n], dec.gen_base[:n], dec.steps[:n]
         tree = dec.tree[:n]

@@ -46,12 +46,11 @@ class KVManager:
         prefix-first ordering asks this of every waiting request at every admission."""
         if not self.prefix_caching:
             return 0
-        memo = req.peek_version  # a router peeks several instances' caches in turn
-        if not memo or memo[0] is not self.cache or memo[1] != req.target \
-                or not self.cache.unchanged(memo[2]):
+        memo = req.peek_version  # a request waits at one instance: one cache per memo
+        if not memo or memo[0] != req.target or not self.cache.unchanged(memo[1]):
             req.peek_blocks, witness = self.cache.peek_witnessed(
                 req.spec.keys, self._matchable_blocks(req))
-            req.peek_version = (self.cache, req.target, witness)
+            req.peek_version = (req.target, witness)
         return req.peek_blocks
 
     @property

@@ -42,7 +42,7 @@ class LiveRequest:
     prefill_done: float = NAN
     transfer_done: float = NAN
     failed: str = ""
-    peek_version: tuple = ()   # (cache, target, witness) the remembered match holds for
+    peek_version: tuple = ()   # (target, witness) the remembered match holds for
     peek_blocks: int = 0
     row: int = -1              # index in the engine's DecodeSet while decoding, else -1         # why the server refused it (never admissible), else empty
 
