@@ -134,13 +134,13 @@ def test_max_num_seqs_caps_the_batch():
     env = simpy.Environment()
     oracle = AnalyticOracle(sc)
     seen = []
-    real = oracle.step
+    real = oracle.step_seconds
 
     def spy(batch):
         seen.append(batch.n_decode + batch.prefill_tokens.size)
         return real(batch)
 
-    oracle.step = spy
+    oracle.step_seconds = spy
     simulate(sc, oracle=oracle)
     assert max(seen) <= 2
     del env

@@ -3,11 +3,15 @@ does not double with the batch, the breakdown names its terms, macro pricing equ
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from inferasim.config.loader import load_scenario
 from inferasim.cost.oracle import AnalyticOracle, StepBatch
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -117,3 +121,33 @@ def test_every_layer_adds_its_latency_to_each_step_whatever_the_batch():
     # 80 layers pay more than 32: the floor follows the depth, not a per-step constant
     assert AnalyticOracle(deep).fixed_s - deep.gpu.step_overhead_s > \
         AnalyticOracle(base).fixed_s - base.gpu.step_overhead_s
+
+
+@pytest.mark.parametrize("overrides", [
+    [],  # dense GQA: the seconds-only path
+    ["model.name=deepseek-r1", "gpu.name=mi355x", "parallel.tp=8", "speculative.method=mtp",
+     "speculative.draft_tokens=3"],
+    ["model.name=gpt-oss-120b", "gpu.name=h100"],  # windowed layers: through step()
+    ["scenarios/inferencemax/dsr1-b200-sglang-fp8-tp8.yaml"],  # calibrated by the anchors
+])
+def test_step_seconds_equals_the_step_with_its_breakdown(overrides):
+    """The engine prices steps without building breakdowns: the same seconds, any mix of
+    prefill chunks and decodes."""
+    from inferasim.cost.calibrated import CalibratedOracle, default_store
+
+    path = overrides[0] if overrides and overrides[0].endswith(".yaml") else None
+    sc = load_scenario(path and str(REPO / path), overrides[1:] if path else overrides)
+    width = sc.speculative.verify_width
+    batches = [
+        StepBatch(decode_context=np.array([100.0, 2000.0, 5000.0]), width=width),
+        StepBatch(prefill_tokens=np.array([2048.0, 300.0]),
+                  prefill_resident=np.array([0.0, 4096.0]), prefill_samples=1, width=width),
+        StepBatch(prefill_tokens=np.array([512.0]), prefill_resident=np.array([1024.0]),
+                  decode_context=np.array([3000.0, 70.0]), width=width),
+    ]
+    calibrated = CalibratedOracle(sc, default_store())
+    assert calibrated.calibrated == bool(path)
+    for oracle in (AnalyticOracle(sc), calibrated):
+        for batch in batches:
+            assert oracle.step_seconds(batch) == pytest.approx(oracle.step(batch).seconds,
+                                                               rel=1e-12)

@@ -291,6 +291,21 @@ class CalibratedOracle:
         seconds = rd * dec.seconds + rp * (whole.seconds - dec.seconds)
         return StepCost(seconds=seconds, breakdown=breakdown)
 
+    def step_seconds(self, batch: StepBatch) -> float:
+        """``step(batch).seconds`` without the breakdown (see ``AnalyticOracle.step_seconds``)."""
+        whole = self.analytic.step_seconds(batch)
+        if not self.calibrated:
+            return whole
+        rd = self.decode_ratio(batch.n_decode, batch.width)
+        if not batch.prefill_tokens.size:
+            return rd * whole
+        rp = self.prefill_ratio(batch)
+        if batch.n_decode == 0:
+            return rp * whole
+        dec = self.analytic.step_seconds(StepBatch(decode_context=batch.decode_context,
+                                                   width=batch.width))
+        return rd * dec + rp * (whole - dec)
+
     def step_group(self, batches: list[StepBatch]) -> StepCost:
         """Lockstep attention-DP ranks: the analytic group step, transported like one step of
         the combined batch (decode ratio at the combined decode count, or the prefill ratio

@@ -85,6 +85,8 @@ class AnalyticOracle:
         self._linear = type(self.attention) in (GqaAttention, MlaAttention) \
             and scenario.model.attention.sliding_layers == 0
         self._coefficients: dict[tuple[str, int], dict[str, float]] = {}
+        self._coefficient_sums: dict[tuple[str, int], float] = {}
+        self._gemm_totals: dict[tuple[float, float], float] = {}
         spec = scenario.speculative
         self.draft_tokens = spec.draft_tokens if spec.method != "none" else 0
         counts = param_counts(scenario.model)
@@ -209,6 +211,41 @@ class AnalyticOracle:
             breakdown["draft"] = self._draft_seconds(batch.n_decode)
         breakdown["overhead"] = self.fixed_s
         return StepCost(seconds=float(sum(breakdown.values())), breakdown=breakdown)
+
+    def step_seconds(self, batch: StepBatch) -> float:
+        """``step(batch).seconds`` without building the breakdown: the engine's per-step
+        price. Linear attention sums its coefficients before scaling the batch's work, so it
+        may differ from ``step`` in the last bits; the engine prices with this in both step
+        modes."""
+        if not self._linear:
+            return self.step(batch).seconds
+        n_decode = batch.decode_context.size
+        width = batch.width
+        chunks = batch.prefill_tokens
+        tokens = float(int(chunks.sum()) + n_decode * width)
+        samples = float(batch.prefill_samples + n_decode * width)
+        key = (tokens, samples)
+        seconds = self._gemm_totals.get(key)
+        if seconds is None:
+            if len(self._gemm_totals) > 4096:
+                self._gemm_totals.clear()
+            seconds = self._gemm_totals[key] = sum(self._gemm_seconds(tokens, samples).values())
+        if chunks.size:
+            resident = batch.prefill_resident
+            pairs = float((chunks * resident + chunks * (chunks + 1) / 2).sum())
+            seconds += self._coefficient_sum(("prefill", 0)) * pairs
+        if n_decode:
+            seconds += self._coefficient_sum(("decode", width)) * float(batch.decode_context.sum())
+        seconds += self._comm_seconds(tokens) + self.fixed_s
+        if self.draft_tokens and n_decode:
+            seconds += self._draft_seconds(n_decode)
+        return seconds
+
+    def _coefficient_sum(self, key: tuple[str, int]) -> float:
+        total = self._coefficient_sums.get(key)
+        if total is None:
+            total = self._coefficient_sums[key] = sum(self._linear_coefficients(key).values())
+        return total
 
     def step_group(self, batches: list[StepBatch]) -> StepCost:
         """Attention-DP ranks stepping together: the dense and MoE layers run over the

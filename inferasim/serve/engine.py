@@ -51,6 +51,9 @@ class EngineInstance:
         self.kv = kv
         self.max_num_seqs = eng.max_num_seqs
         self.max_batched_tokens = eng.max_num_batched_tokens
+        # Decode tokens a step may hold (what ``schedule_decodes`` is offered).
+        self._decode_budget = float("inf") if eng.scheduler == "prefill-exclusive" \
+            else eng.max_num_batched_tokens
         self.chunked_prefill_size = eng.chunked_prefill_size
         self.lpm_max = eng.lpm_max_waiting
         self._order = QUEUE_ORDERS[eng.queue_policy]
@@ -199,16 +202,18 @@ class EngineInstance:
                 continue
             k = 0 if self.exact else self._macro_length(step)
             if k >= 2:
-                yield from self._macro(step, k)
+                if (yield from self._macro(step, k)):
+                    yield from self._decode_on()
             elif not self.exact and (k := self._chunk_length(step)) >= 2:
                 yield from self._chunk_macro(step, k)
             else:
-                cost = self.oracle.step(self.batch(step))
+                seconds = self.oracle.step_seconds(self.batch(step))
                 if not self.exact and self.solo and self._settles(step):
-                    yield from self._step_then_decode(step, cost.seconds)
+                    if (yield from self._step_then_decode(step, seconds)):
+                        yield from self._decode_on()
                 else:
-                    yield env.timeout(cost.seconds)
-                    self.apply_step(step, cost.seconds)
+                    yield env.timeout(seconds)
+                    self.apply_step(step, seconds)
             self._sample_occupancy()
 
     def batch(self, step: Step) -> StepBatch:
@@ -367,6 +372,29 @@ class EngineInstance:
         done = yield from self._through(ends)
         self._plan = None
         self._decoded(step, done, float(ends[done - 1]) - t0)
+        return done == k
+
+    def _decode_on(self):
+        """Decode macro-steps back to back, without forming each step, while on a lone
+        instance nothing waits or prefills: the scheduler would take every decoding request
+        (the batch within the token budget, its growth within free + evictable memory, as
+        ``_steady_length`` checks), so after a finish the remaining batch runs on. Stops at
+        an arrival (it waits; scheduling resumes) or when the batch is done."""
+        dec = self.decoding
+        while (self.solo and not self.waiting and not self.prefilling and len(dec)
+               and len(dec) * self.width <= self._decode_budget):
+            k = self._steady_length(self.max_macro, allocated=False)
+            if k < 2:
+                return
+            t0 = self.env.now
+            ends = _step_ends(t0, self.oracle.decode_steps(dec.context(), k, self.advance,
+                                                           self.width))
+            done = yield from self._through(ends)
+            # no scheduler grew the first step: the growth through ``done`` includes it
+            self._decoded(_EVERY_DECODER, done, float(ends[done - 1]) - t0)
+            self._sample_occupancy()
+            if done < k:
+                return
 
     def _through(self, ends: np.ndarray):
         """Wait through consecutive steps ending at ``ends``: an arrival's interrupt lets the
@@ -415,7 +443,7 @@ class EngineInstance:
                               prefill_resident=np.array([float(req.computed + j * chunk)]),
                               decode_context=dec.context_after(j) if decodes else _EMPTY,
                               width=self.width)
-            times[j] = self.oracle.step(batch).seconds
+            times[j] = self.oracle.step_seconds(batch)
         t0 = env.now
         ends = _step_ends(t0, times)
         self._plan = (ends, k) if decodes else None
@@ -457,7 +485,7 @@ class EngineInstance:
         k = self._steady_length(self.max_macro, allocated=False)
         if k < 2:
             yield env.timeout(seconds)
-            return
+            return False
         dec = self.decoding
         times = self.oracle.decode_steps(dec.context(), k, self.advance, self.width)
         ends = _step_ends(t0, np.concatenate(([seconds], times)))
@@ -465,8 +493,8 @@ class EngineInstance:
         if done > 1:
             self.stats.settled_macro_steps += 1
             # the first decode step is included in the growth: no scheduler grew it
-            self._decoded(Step(decodes=list(dec.reqs), all_decoders=True), done - 1,
-                          float(ends[done - 1]) - float(ends[0]))
+            self._decoded(_EVERY_DECODER, done - 1, float(ends[done - 1]) - float(ends[0]))
+        return done == k + 1
 
     def _grow_through(self, steps: int) -> None:
         """Allocate the pages steps 1..``steps`` of a macro-step grew into (the first usually
@@ -487,6 +515,7 @@ class EngineInstance:
 
 
 _EMPTY = np.zeros(0, dtype=np.float64)
+_EVERY_DECODER = Step(all_decoders=True)  # read only: which rows a macro-step advanced
 
 
 def _step_ends(t0: float, seconds: np.ndarray) -> np.ndarray:
