@@ -41,10 +41,10 @@ class LiveRequest:
     prefill_admitted: float = NAN
     prefill_done: float = NAN
     transfer_done: float = NAN
-    failed: str = ""
+    failed: str = ""           # why the server refused it (never admissible), else empty
     peek_version: tuple = ()   # (target, witness) the remembered match holds for
     peek_blocks: int = 0
-    row: int = -1              # index in the engine's DecodeSet while decoding, else -1         # why the server refused it (never admissible), else empty
+    row: int = -1              # index in the engine's DecodeSet while decoding, else -1
 
     def __attrs_post_init__(self) -> None:
         self.target = self.spec.prompt_tokens
