@@ -274,3 +274,23 @@ def test_simulate_uses_the_shipped_anchors_and_keeps_injection(scenario):
     assert oracle_for(far).calibration["prefill"] == "analytic"
     injected = simulate(short, oracle=AnalyticOracle(short))
     assert injected.calibration["mode"] == "analytic"
+
+
+def test_trend_past_the_sweep_is_held_flat_between_anchors_of_different_context(scenario):
+    """Two anchors at 1k/1k and 1k/8k differ in batch and in context: their ratio trend
+    carries both, so past the sweep the end ratio is held, not extrapolated; anchors at one
+    shape carry their trend."""
+    from inferasim.cost.calibrated import TREND_CONTEXT_SPAN
+
+    def ratios(shapes):
+        store = AnchorStore([record(c, s, isl=isl, osl=osl) for c, s, isl, osl in shapes])
+        oracle = CalibratedOracle(scenario, store)
+        return oracle, [oracle.decode_ratio(c) for c in (4, 8, 64)]
+
+    same, (r4, r8, r64) = ratios([(4, 0.010, 1024, 8192), (8, 0.012, 1024, 8192)])
+    assert r64 > r8 * 1.01                      # the rising trend is carried on
+    mixed, (m4, m8, m64) = ratios([(4, 0.010, 1024, 8192), (8, 0.012, 1024, 1024)])
+    assert m64 == pytest.approx(m8, rel=1e-12)  # held at the end ratio
+    assert (1024 + 8192 / 2) / (1024 + 1024 / 2) > TREND_CONTEXT_SPAN
+    assert "held flat" in mixed.calibration["note"]
+    assert "held flat" not in same.calibration["note"]

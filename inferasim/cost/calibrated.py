@@ -106,7 +106,8 @@ class CalibratedOracle:
             self._collect(self.result.usable)
         self.calibrated = bool(self.points)
         # The decode ratio table at the target's width, per measured concurrency.
-        self._tables: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        # per verify width: log batch, measured/analytic, log mean context of those anchors
+        self._tables: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         if self.calibrated and self.result.prefill_calibrated:
             self._fit_prefill(self.result.usable)  # reads the decode ratios (the wait)
         self._prefill_calibrated = bool(self.calibrated and self.prefill_points)
@@ -238,17 +239,20 @@ class CalibratedOracle:
         return float(np.interp(math.log(max(1, in_flight)), logc, lat))
 
     # -- ratios ---------------------------------------------------------------------------
-    def _table(self, width: int) -> tuple[np.ndarray, np.ndarray]:
+    def _table(self, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if width not in self._tables:
             by_batch: dict[int, list[float]] = {}
+            ctx_by_batch: dict[int, list[float]] = {}
             for p in self.points:
                 oracle = self._oracles[p.regime_key]
                 den = oracle.step(StepBatch(decode_context=np.full(p.batch, p.context),
                                             width=width)).seconds
                 by_batch.setdefault(p.batch, []).append(math.log(p.measured_s / den))
+                ctx_by_batch.setdefault(p.batch, []).append(math.log(max(p.context, 1.0)))
             batches = np.array(sorted(by_batch), dtype=np.float64)
             ratios = np.array([math.exp(float(np.mean(by_batch[int(b)]))) for b in batches])
-            self._tables[width] = (np.log(batches), ratios)
+            log_ctx = np.array([float(np.mean(ctx_by_batch[int(b)])) for b in batches])
+            self._tables[width] = (np.log(batches), ratios, log_ctx)
         return self._tables[width]
 
     def decode_ratio(self, n: int, width: int | None = None) -> float:
@@ -259,8 +263,7 @@ class CalibratedOracle:
         key = (n, width)
         r = self._ratio_cache.get(key)
         if r is None:
-            logb, ratios = self._table(width)
-            r = _ratio_at(math.log(n), logb, ratios)
+            r = _ratio_at(math.log(n), *self._table(width))
             self._ratio_cache[key] = r
         return r
 
@@ -355,15 +358,16 @@ class CalibratedOracle:
             return {"mode": "analytic", "note": reason, "anchors_used": [],
                     "refused": refused, "crossed_build": crossed, "notes": notes,
                     "fallback": reason, "prefill": "analytic", "decode_ratio": {}}
-        logb, ratios = self._table(self.width)
+        logb, ratios, log_ctx = self._table(self.width)
         table = {int(round(math.exp(b))): round(float(r), 4) for b, r in zip(logb, ratios, strict=True)}
         prefill = "calibrated" if self._prefill_calibrated else "analytic"
         if prefill == "analytic" and not any("prefill" in n for n in notes):
             notes.append("prefill and TTFT stay analytic: no prefill curve was fitted")
         used = [p.id for p in self.points]
         lo, hi = min(table), max(table)
+        ends = _extrapolation(log_ctx)
         note = (f"{len(used)} anchor(s), decode ratio {min(table.values()):.3g}-"
-                f"{max(table.values()):.3g} over concurrency {lo}-{hi} (trend carried, bounded, outside); "
+                f"{max(table.values()):.3g} over concurrency {lo}-{hi} ({ends}); "
                 f"prefill {prefill}" + ("; build crossed" if crossed else ""))
         out = {"mode": "anchored", "note": note, "anchors_used": used, "refused": refused,
                "crossed_build": crossed, "notes": notes, "fallback": None, "prefill": prefill,
@@ -385,6 +389,10 @@ class CalibratedOracle:
 
 # A trend carried past the measured sweep may change the end ratio by at most this factor.
 EXTRAPOLATION_LIMIT = 1.5
+# A trend is carried past the sweep only between anchors whose decode contexts are within this
+# factor of each other: the shipped groups that mix 1k/1k with 1k/8k rows (contexts about
+# 1.5k and 5k) extrapolated their cross-shape trend to 18-36% TPOT errors (docs/anchors.md).
+TREND_CONTEXT_SPAN = 2.0
 # The fitted prefill slope (measured over analytic engine time) is kept within these bounds: a
 # fit outside them says more about the probe's noise than about the prefill.
 PREFILL_SLOPE_LIMITS = (0.25, 8.0)
@@ -406,16 +414,32 @@ def _fit_ttft_line(rows: list[tuple[float, float, float, float]]) -> tuple[float
     return 1.0, max(0.0, float(np.mean(y - x)))
 
 
-def _ratio_at(x: float, xs: np.ndarray, ratios: np.ndarray) -> float:
+def _extrapolation(log_ctx: np.ndarray) -> str:
+    """How the ratio is carried past each end of the sweep (see ``_ratio_at``)."""
+    if log_ctx.size < 2:
+        return "one concurrency: the ratio is held at every batch"
+    span = math.log(TREND_CONTEXT_SPAN)
+    how = ["held flat (its anchors' contexts differ by more than "
+           f"{TREND_CONTEXT_SPAN:g}x)" if abs(log_ctx[j] - log_ctx[i]) > span
+           else "trend carried, bounded" for i, j in ((0, 1), (-2, -1))]
+    return f"below the sweep {how[0]}, above it {how[1]}"
+
+
+def _ratio_at(x: float, xs: np.ndarray, ratios: np.ndarray,
+              log_ctx: np.ndarray | None = None) -> float:
     """measured/analytic at log-batch ``x``: interpolated in log space inside the sweep;
     outside it, the end segment's trend carried on (a predictor that goes flat past the
     data is wrong in the direction the data was already moving), bounded to a factor of
-    EXTRAPOLATION_LIMIT of the end ratio."""
+    EXTRAPOLATION_LIMIT of the end ratio. When the end segment's two anchors ran at
+    contexts more than TREND_CONTEXT_SPAN apart (``log_ctx``: their log mean context), their
+    trend mixes the batch's effect with the context's and the end ratio is held flat."""
     logr = np.log(ratios)
     if xs.size == 1 or xs[0] <= x <= xs[-1]:
         return float(np.exp(np.interp(x, xs, logr)))
     i, j = (0, 1) if x < xs[0] else (-2, -1)
     slope = (logr[j] - logr[i]) / (xs[j] - xs[i])
+    if log_ctx is not None and abs(log_ctx[j] - log_ctx[i]) > math.log(TREND_CONTEXT_SPAN):
+        slope = 0.0
     end = logr[i] if x < xs[0] else logr[j]
     x_end = xs[i] if x < xs[0] else xs[j]
     bound = math.log(EXTRAPOLATION_LIMIT)
