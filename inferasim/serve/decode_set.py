@@ -32,6 +32,7 @@ class DecodeSet:
         # token counts every step.
         self.fin = np.zeros(capacity)
         self._context: np.ndarray | None = None  # remembered until progress or rows change
+        self._next_finish: float | None = None  # min of steps_to_finish(), while rows stay
 
     def __len__(self) -> int:
         return len(self.reqs)
@@ -45,7 +46,7 @@ class DecodeSet:
             setattr(self, name, new)
 
     def add(self, req: LiveRequest) -> None:
-        self._context = None
+        self._context = self._next_finish = None
         i = len(self.reqs)
         if i == self.prompt.size:
             self._grow()
@@ -75,7 +76,7 @@ class DecodeSet:
         The last row moves into the hole: order in the set carries no meaning."""
         i = req.row
         self.sync_row(i)
-        self._context = None
+        self._context = self._next_finish = None
         last = len(self.reqs) - 1
         if i != last:
             moved = self.reqs[last]
@@ -103,7 +104,10 @@ class DecodeSet:
         if rows is None:
             n = len(self.reqs)
             self.steps[:n] += steps
+            if self._next_finish is not None:
+                self._next_finish -= steps  # every row moved on alike (integers in floats)
             return (self.steps[:n] >= self.fin[:n]).nonzero()[0]
+        self._next_finish = None
         self.steps[rows] += steps
         return rows[self.steps[rows] >= self.fin[rows]]
 
@@ -111,6 +115,13 @@ class DecodeSet:
         """Per row, the decode steps from now through the one that reaches the target (>= 1)."""
         n = len(self.reqs)
         return self.fin[:n] - self.steps[:n]
+
+    def next_finish(self) -> float:
+        """The fewest steps to any row's finish (``steps_to_finish().min()``; rows required),
+        remembered while only whole-batch steps pass: every macro-step plan asks it."""
+        if self._next_finish is None:
+            self._next_finish = float(self.steps_to_finish().min())
+        return self._next_finish
 
     def context(self) -> np.ndarray:
         """Tokens resident per decoding request (read-only: shared until the next change)."""

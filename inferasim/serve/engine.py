@@ -311,7 +311,7 @@ class EngineInstance:
         ``allocated``: the scheduler already grew the batch for the first of them."""
         dec = self.decoding
         n = len(dec)
-        k = int(min(limit, dec.steps_to_finish().min())) if n else limit
+        k = int(min(limit, dec.next_finish())) if n else limit
         if k < 2 or not n:
             return k if k >= 2 else 0
         # Page growth of steps 2..k (step 1 was allocated by the scheduler) must be
@@ -469,7 +469,7 @@ class EngineInstance:
         if not step.prefills or self.waiting or len(step.prefills) != len(self.prefilling):
             return False
         if step.decodes and (not step.all_decoders
-                             or self.decoding.steps_to_finish().min() <= 1):
+                             or self.decoding.next_finish() <= 1):
             return False
         return all(r.computed + c >= r.target and r.generated + 1.0 < r.spec.output_tokens
                    for r, c in step.prefills)

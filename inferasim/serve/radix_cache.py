@@ -339,15 +339,16 @@ class RadixCache:
         need = -(-max(0, tokens) // self.block_tokens)
         freed = 0
         while freed < need:
-            node = self._pop_candidate()
+            node = self._top_candidate()
             if node is None:
                 break
             take = min(node.blocks, need - freed)
+            if take < node.blocks and self.policy.evicts_tail:
+                self._trim_leaf(node, take)  # still the top candidate, its entry still valid
+                freed += take
+                continue
+            heapq.heappop(self._heap)  # the entry ``_top_candidate`` found
             if take < node.blocks:
-                if self.policy.evicts_tail:
-                    self._trim_leaf(node, take)
-                    freed += take
-                    continue
                 node = self._split_for_eviction(node, take)
             freed += node.blocks
             self._release(node)
@@ -356,14 +357,14 @@ class RadixCache:
     def _trim_leaf(self, node: RadixNode, take: int) -> None:
         """Free the last ``take`` blocks of an unpinned leaf in place: the head stays cached
         under the same node, which keeps its place among the candidates (eviction of the
-        rest of this leaf's tail comes next, as LRU over its blocks would have it)."""
+        rest of this leaf's tail comes next, as LRU over its blocks would have it). Its
+        priority (recency, uid) does not change, so its heap entry stays as it is."""
         tokens = take * self.block_tokens
         node.keys = node.keys[: node.blocks - take]
         node.shape += 1
         self._evictable -= tokens
         self.pool.tree_to_free(tokens)
         self.stats.evictions += take
-        self._offer(node)
 
     def make_room(self, tokens: int) -> bool:
         """Evict until the pool has ``tokens`` free. When even evicting everything unpinned
@@ -537,11 +538,16 @@ class RadixCache:
         ]
         heapq.heapify(self._heap)
 
-    def _pop_candidate(self) -> RadixNode | None:
-        while self._heap:
-            _, stamp, node = heapq.heappop(self._heap)
-            if node.held and stamp == node.stamp and self.policy.eligible(node):
+    def _top_candidate(self) -> RadixNode | None:
+        """The next node to evict, its entry left at the top of the heap (the stale entries
+        above it are dropped)."""
+        heap = self._heap
+        eligible = self.policy.eligible
+        while heap:
+            _, stamp, node = heap[0]
+            if node.held and stamp == node.stamp and eligible(node):
                 return node
+            heapq.heappop(heap)
         return None
 
     def _require_reachable(self, node: RadixNode) -> None:
