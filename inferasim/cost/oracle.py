@@ -86,7 +86,9 @@ class AnalyticOracle:
             and scenario.model.attention.sliding_layers == 0
         self._coefficients: dict[tuple[str, int], dict[str, float]] = {}
         self._coefficient_sums: dict[tuple[str, int], float] = {}
-        self._gemm_totals: dict[tuple[float, float], float] = {}
+        # (tokens, samples) -> GEMM + collective seconds of a step: what its context does not
+        # change, remembered for step_seconds
+        self._context_free: dict[tuple[float, float], float] = {}
         spec = scenario.speculative
         self.draft_tokens = spec.draft_tokens if spec.method != "none" else 0
         counts = param_counts(scenario.model)
@@ -221,22 +223,24 @@ class AnalyticOracle:
             return self.step(batch).seconds
         n_decode = batch.decode_context.size
         width = batch.width
-        chunks = batch.prefill_tokens
-        tokens = float(int(chunks.sum()) + n_decode * width)
+        # A step holds a few prefill chunks: Python floats beat numpy's per-call overhead.
+        chunks = batch.prefill_tokens.tolist()
+        tokens = float(int(sum(chunks)) + n_decode * width)
         samples = float(batch.prefill_samples + n_decode * width)
         key = (tokens, samples)
-        seconds = self._gemm_totals.get(key)
+        seconds = self._context_free.get(key)
         if seconds is None:
-            if len(self._gemm_totals) > 4096:
-                self._gemm_totals.clear()
-            seconds = self._gemm_totals[key] = sum(self._gemm_seconds(tokens, samples).values())
-        if chunks.size:
-            resident = batch.prefill_resident
-            pairs = float((chunks * resident + chunks * (chunks + 1) / 2).sum())
+            if len(self._context_free) > 4096:
+                self._context_free.clear()
+            seconds = self._context_free[key] = \
+                sum(self._gemm_seconds(tokens, samples).values()) + self._comm_seconds(tokens)
+        if chunks:
+            pairs = sum(c * r + c * (c + 1) / 2
+                        for c, r in zip(chunks, batch.prefill_resident.tolist(), strict=True))
             seconds += self._coefficient_sum(("prefill", 0)) * pairs
         if n_decode:
             seconds += self._coefficient_sum(("decode", width)) * float(batch.decode_context.sum())
-        seconds += self._comm_seconds(tokens) + self.fixed_s
+        seconds += self.fixed_s
         if self.draft_tokens and n_decode:
             seconds += self._draft_seconds(n_decode)
         return seconds

@@ -106,6 +106,8 @@ class DecodeSet:
             self.steps[:n] += steps
             if self._next_finish is not None:
                 self._next_finish -= steps  # every row moved on alike (integers in floats)
+                if self._next_finish > 0:
+                    return _NO_ROWS
             return (self.steps[:n] >= self.fin[:n]).nonzero()[0]
         self._next_finish = None
         self.steps[rows] += steps
@@ -143,6 +145,10 @@ class DecodeSet:
 
     def remaining_output(self) -> np.ndarray:
         return self.out[: len(self.reqs)] - self.generated()
+
+
+_NO_ROWS = np.zeros(0, dtype=np.int64)
+_NO_ROWS.setflags(write=False)  # shared by every caller: read only
 
 
 def finish_step(gen_base: float, output: float, advance: float) -> float:

@@ -12,6 +12,7 @@ and scheduling resumes — so per-request results equal the step-by-step referen
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 
 import numpy as np
 import simpy
@@ -119,7 +120,7 @@ class EngineInstance:
         if self._plan is None:
             return
         ends, k = self._plan
-        in_flight = min(k, int(np.searchsorted(ends, self.env.now, side="right")) + 1)
+        in_flight = min(k, bisect_right(ends, self.env.now) + 1)
         if in_flight > 1:
             self._grow_through(in_flight)
 
@@ -406,7 +407,9 @@ class EngineInstance:
         try:
             yield env.timeout(float(ends[-1]) - env.now)
         except simpy.Interrupt:
-            done = min(k, int(np.searchsorted(ends, env.now, side="right")) + 1)
+            # the steps ended by now, plus the one in flight (bisect: a few probes, cheaper
+            # than numpy's call overhead on this path)
+            done = min(k, bisect_right(ends, env.now) + 1)
             end = float(ends[done - 1])
             while env.now < end:
                 try:
