@@ -108,3 +108,27 @@ def test_validate_bad_folder_exits_2(tmp_path):
     bad.write_text("{not json")
     result = CliRunner().invoke(cli, ["anchors", "validate", str(bad)])
     assert result.exit_code == 2
+
+
+def test_replay_sends_the_benchmarks_own_request_count(tmp_path):
+    """An anchor that records its benchmark's request count is replayed with exactly that
+    many (its throughput includes the ramp-down at the end of the run); one without it runs
+    about TARGET_REQUESTS."""
+    from inferasim.anchors.record import AnchorRecord
+    from inferasim.anchors.validate import TARGET_REQUESTS, anchor_workload, predict
+    from inferasim.config.catalog import REPO_ROOT
+    from inferasim.config.loader import load_scenario
+
+    base = load_scenario(str(REPO_ROOT / "scenarios" / "inferencemax"
+                             / "dsr1-mi355x-sglang-fp8-tp8.yaml"), [])
+    counted = anchor(4, 0.0100)
+    counted["workload"]["num_requests"] = 40
+    others = [AnchorRecord.from_dict(anchor(c, s)) for c, s in ((2, 0.0095), (8, 0.0108))]
+    target = anchor_workload(base, AnchorRecord.from_dict(counted))
+    assert target.workload.max_requests == 40
+    _pred, completed, _cal = predict(target, others, None)
+    assert completed == 40
+    free = anchor_workload(base, AnchorRecord.from_dict(anchor(4, 0.0100)))
+    assert free.workload.max_requests is None
+    _pred, completed, _cal = predict(free, others, None)
+    assert completed >= TARGET_REQUESTS * 0.8
