@@ -169,6 +169,7 @@ def test_macro_steps_equal_exact_steps(engine):
     assert macro.engines[0].stats.macro_steps > 0
     # a step that completes the last prompt in flight carries the decode steps after it
     assert macro.engines[0].stats.settled_macro_steps > 0
+    assert macro.engines[0].stats.continued_macro_steps > 0
 
 
 def test_open_loop_arrivals_interrupting_settled_macro_steps_equal_exact_steps():
@@ -179,6 +180,8 @@ def test_open_loop_arrivals_interrupting_settled_macro_steps_equal_exact_steps()
                                  "workload.duration_s=200"])
     stats = macro.engines[0].stats
     assert stats.settled_macro_steps > 100 and stats.steps > 20 * stats.macro_steps
+    # after a finish the remaining batch decodes on without a scheduling pass
+    assert stats.continued_macro_steps > 50
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])

@@ -28,13 +28,14 @@ from inferasim.serve.scheduler import SCHEDULERS, Step, grow_rows
 
 class EngineStats:
     __slots__ = ("steps", "prefill_steps", "decode_steps", "mixed_steps", "macro_steps",
-                 "chunk_macro_steps", "settled_macro_steps", "preemptions", "busy_s",
-                 "occupancy")
+                 "chunk_macro_steps", "settled_macro_steps", "continued_macro_steps",
+                 "preemptions", "busy_s", "occupancy")
 
     def __init__(self) -> None:
         self.steps = self.prefill_steps = self.decode_steps = self.macro_steps = 0
         self.chunk_macro_steps = 0  # of the macro-steps, those over a prompt's full chunks
         self.settled_macro_steps = 0  # of the macro-steps, those riding on a settling step
+        self.continued_macro_steps = 0  # of the macro-steps, those run on after a finish
         self.mixed_steps = 0  # steps holding both prefill chunks and decodes
         self.preemptions = 0
         self.busy_s = 0.0
@@ -391,6 +392,7 @@ class EngineInstance:
             ends = _step_ends(t0, self.oracle.decode_steps(dec.context(), k, self.advance,
                                                            self.width))
             done = yield from self._through(ends)
+            self.stats.continued_macro_steps += 1
             # no scheduler grew the first step: the growth through ``done`` includes it
             self._decoded(_EVERY_DECODER, done, float(ends[done - 1]) - t0)
             self._sample_occupancy()
