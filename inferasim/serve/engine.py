@@ -3,7 +3,8 @@
 Time advance: runs of steps whose shape is known in advance are one timeout (macro-steps):
 a steady decode batch (nothing admissible waiting, nothing finishing, growth within free +
 evictable memory), a prompt's full chunks (nothing can be admitted beside them), and, on a
-lone instance, the decode steps after a step that settles the batch. An arrival interrupts a
+lone instance, the decode steps after a step that settles the batch, and the batch left after
+a finish when nothing waits (it decodes on without a scheduling pass). An arrival interrupts a
 decode macro-step; the steps completed by then are applied, the step in flight finishes,
 and scheduling resumes — so per-request results equal the step-by-step reference mode
 (``sim.exact_steps``). docs/architecture.md ("Time") gives the conditions.
