@@ -419,10 +419,13 @@ def _extrapolation(log_ctx: np.ndarray) -> str:
     if log_ctx.size < 2:
         return "one concurrency: the ratio is held at every batch"
     span = math.log(TREND_CONTEXT_SPAN)
-    how = ["held flat (its anchors' contexts differ by more than "
-           f"{TREND_CONTEXT_SPAN:g}x)" if abs(log_ctx[j] - log_ctx[i]) > span
-           else "trend carried, bounded" for i, j in ((0, 1), (-2, -1))]
-    return f"below the sweep {how[0]}, above it {how[1]}"
+    low, high = ("held flat" if abs(log_ctx[j] - log_ctx[i]) > span else "trend carried, bounded"
+                 for i, j in ((0, 1), (-2, -1)))
+    how = f"{low} at both ends" if low == high else f"{low} below, {high} above"
+    if "held flat" in how:
+        how += (f"; held where the end anchors' contexts differ by more than "
+                f"{TREND_CONTEXT_SPAN:g}x")
+    return f"past the sweep: {how}"
 
 
 def _ratio_at(x: float, xs: np.ndarray, ratios: np.ndarray,
