@@ -273,20 +273,27 @@ class CalibratedOracle:
         return self.prefill_slope
 
     # -- the interface --------------------------------------------------------------------
+    def _scales(self, batch: StepBatch) -> tuple[float, float | None]:
+        """How the analytic step is transported: ``(ratio, None)`` when one ratio scales the
+        whole step (decode only: the decode ratio; prefill only: the prefill ratio), else
+        ``(decode ratio, prefill ratio)`` for the decode part and the rest of a mixed step."""
+        rd = self.decode_ratio(batch.n_decode, batch.width)
+        if not batch.prefill_tokens.size:
+            return rd, None
+        rp = self.prefill_ratio(batch)
+        if batch.n_decode == 0:
+            return rp, None
+        return rd, rp
+
     def step(self, batch: StepBatch) -> StepCost:
         whole = self.analytic.step(batch)
         if not self.calibrated:
             return whole
-        rd = self.decode_ratio(batch.n_decode, batch.width)
-        if not batch.prefill_tokens.size:
-            breakdown = {k: rd * v for k, v in whole.breakdown.items()}
-            return StepCost(seconds=rd * whole.seconds, breakdown=breakdown)
-        rp = self.prefill_ratio(batch)
-        if batch.n_decode == 0:
-            breakdown = {k: rp * v for k, v in whole.breakdown.items()}
-            return StepCost(seconds=rp * whole.seconds, breakdown=breakdown)
-        dec = self.analytic.step(StepBatch(decode_context=batch.decode_context,
-                                           width=batch.width))
+        rd, rp = self._scales(batch)
+        if rp is None:
+            return StepCost(seconds=rd * whole.seconds,
+                            breakdown={k: rd * v for k, v in whole.breakdown.items()})
+        dec = self.analytic.step(_decode_part(batch))
         breakdown = {}
         for k, v in whole.breakdown.items():
             d = dec.breakdown.get(k, 0.0)
@@ -299,14 +306,10 @@ class CalibratedOracle:
         whole = self.analytic.step_seconds(batch)
         if not self.calibrated:
             return whole
-        rd = self.decode_ratio(batch.n_decode, batch.width)
-        if not batch.prefill_tokens.size:
+        rd, rp = self._scales(batch)
+        if rp is None:
             return rd * whole
-        rp = self.prefill_ratio(batch)
-        if batch.n_decode == 0:
-            return rp * whole
-        dec = self.analytic.step_seconds(StepBatch(decode_context=batch.decode_context,
-                                                   width=batch.width))
+        dec = self.analytic.step_seconds(_decode_part(batch))
         return rd * dec + rp * (whole - dec)
 
     def step_group(self, batches: list[StepBatch]) -> StepCost:
@@ -412,6 +415,11 @@ def _fit_ttft_line(rows: list[tuple[float, float, float, float]]) -> tuple[float
         latency = max(0.0, float(np.mean(y - slope * x)))
         return slope, latency
     return 1.0, max(0.0, float(np.mean(y - x)))
+
+
+def _decode_part(batch: StepBatch) -> StepBatch:
+    """A mixed step's decodes alone: the part the decode ratio transports."""
+    return StepBatch(decode_context=batch.decode_context, width=batch.width)
 
 
 def _extrapolation(log_ctx: np.ndarray) -> str:
