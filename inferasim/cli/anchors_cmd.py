@@ -269,9 +269,8 @@ def validate_cmd(folder: Path | None, as_json: bool, verbose: bool) -> None:
         got = met[metric]
         cells.append(f"{name} {len(got['met'])}/{len(got['met']) + len(got['missed'])} "
                      f"(<= {TARGETS[metric]:.0%})")
-        missed_by_metric = got["missed"]
-        if verbose and missed_by_metric:
-            cells[-1] += " missed by: " + "; ".join(missed_by_metric)
+        if verbose and got["missed"]:
+            cells[-1] += " missed by: " + "; ".join(got["missed"])
     click.echo(f"regimes with >= {met['min_scored']} scored points meeting the target median: "
                + ", ".join(cells))
     closed = sum(p.method == "closed-form" for p in preds)

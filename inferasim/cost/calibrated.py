@@ -233,8 +233,10 @@ class CalibratedOracle:
         """Seconds a request spends outside the engine with ``in_flight`` requests (itself
         included) open: the anchors' latency interpolated in log concurrency, flat past the
         measured ones (0 when prefill is not calibrated)."""
-        if not self._prefill_calibrated or self._latency_table is None:
-            return self.frontend_latency_s if self._prefill_calibrated else 0.0
+        if not self._prefill_calibrated:
+            return 0.0
+        if self._latency_table is None:
+            return self.frontend_latency_s
         logc, lat = self._latency_table
         return float(np.interp(math.log(max(1, in_flight)), logc, lat))
 
@@ -422,12 +424,17 @@ def _decode_part(batch: StepBatch) -> StepBatch:
     return StepBatch(decode_context=batch.decode_context, width=batch.width)
 
 
+def _trend_held(log_ctx: np.ndarray, i: int, j: int) -> bool:
+    """The end segment between anchors ``i`` and ``j`` ran at contexts more than
+    TREND_CONTEXT_SPAN apart: its trend mixes batch and context, so it is not carried."""
+    return abs(log_ctx[j] - log_ctx[i]) > math.log(TREND_CONTEXT_SPAN)
+
+
 def _extrapolation(log_ctx: np.ndarray) -> str:
     """How the ratio is carried past each end of the sweep (see ``_ratio_at``)."""
     if log_ctx.size < 2:
         return "one concurrency: the ratio is held at every batch"
-    span = math.log(TREND_CONTEXT_SPAN)
-    low, high = ("held flat" if abs(log_ctx[j] - log_ctx[i]) > span else "trend carried, bounded"
+    low, high = ("held flat" if _trend_held(log_ctx, i, j) else "trend carried, bounded"
                  for i, j in ((0, 1), (-2, -1)))
     how = f"{low} at both ends" if low == high else f"{low} below, {high} above"
     if "held flat" in how:
@@ -449,7 +456,7 @@ def _ratio_at(x: float, xs: np.ndarray, ratios: np.ndarray,
         return float(np.exp(np.interp(x, xs, logr)))
     i, j = (0, 1) if x < xs[0] else (-2, -1)
     slope = (logr[j] - logr[i]) / (xs[j] - xs[i])
-    if log_ctx is not None and abs(log_ctx[j] - log_ctx[i]) > math.log(TREND_CONTEXT_SPAN):
+    if log_ctx is not None and _trend_held(log_ctx, i, j):
         slope = 0.0
     end = logr[i] if x < xs[0] else logr[j]
     x_end = xs[i] if x < xs[0] else xs[j]

@@ -227,13 +227,7 @@ class AnalyticOracle:
         chunks = batch.prefill_tokens.tolist()
         tokens = float(int(sum(chunks)) + n_decode * width)
         samples = float(batch.prefill_samples + n_decode * width)
-        key = (tokens, samples)
-        seconds = self._context_free.get(key)
-        if seconds is None:
-            if len(self._context_free) > 4096:
-                self._context_free.clear()
-            seconds = self._context_free[key] = \
-                sum(self._gemm_seconds(tokens, samples).values()) + self._comm_seconds(tokens)
+        seconds = self._context_free_seconds(tokens, samples)
         if chunks:
             pairs = sum(c * r + c * (c + 1) / 2
                         for c, r in zip(chunks, batch.prefill_resident.tolist(), strict=True))
@@ -243,6 +237,18 @@ class AnalyticOracle:
         seconds += self.fixed_s
         if self.draft_tokens and n_decode:
             seconds += self._draft_seconds(n_decode)
+        return seconds
+
+    def _context_free_seconds(self, tokens: float, samples: float) -> float:
+        """GEMM and collective seconds of a step of ``tokens`` (``samples`` sampled): what
+        its context does not change, remembered per shape."""
+        key = (tokens, samples)
+        seconds = self._context_free.get(key)
+        if seconds is None:
+            if len(self._context_free) > 4096:
+                self._context_free.clear()
+            seconds = self._context_free[key] = \
+                sum(self._gemm_seconds(tokens, samples).values()) + self._comm_seconds(tokens)
         return seconds
 
     def _coefficient_sum(self, key: tuple[str, int]) -> float:
@@ -292,10 +298,9 @@ class AnalyticOracle:
         parts = self._steady_parts.get(key)
         if parts is None:
             tokens = float(n * width)
-            fixed = sum(self._gemm_seconds(tokens, tokens).values()) \
-                + self._comm_seconds(tokens) + self._draft_seconds(n) + self.fixed_s
-            coef = sum(self._linear_coefficients(("decode", width)).values()) \
-                if self._linear else 0.0
+            fixed = self._context_free_seconds(tokens, tokens) + self._draft_seconds(n) \
+                + self.fixed_s
+            coef = self._coefficient_sum(("decode", width)) if self._linear else 0.0
             parts = self._steady_parts[key] = (fixed, coef)
         fixed, coef = parts
         if self._linear:

@@ -139,10 +139,6 @@ class DecodeSet:
         n = len(self.reqs)
         return self.prompt[:n] + (self.gen_base[:n] + (self.steps[:n] + steps) * self.advance)
 
-    def rows_needing_pages(self, width: int) -> np.ndarray:
-        n = len(self.reqs)
-        return (self.context() + width > self.cap[:n]).nonzero()[0]
-
     def remaining_output(self) -> np.ndarray:
         return self.out[: len(self.reqs)] - self.generated()
 

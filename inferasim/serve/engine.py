@@ -24,7 +24,7 @@ from inferasim.serve.decode_set import DecodeSet
 from inferasim.serve.kv_manager import KVManager
 from inferasim.serve.live import LiveRequest
 from inferasim.serve.policies import QUEUE_ORDERS, REQUEUE_FRONT, VICTIMS
-from inferasim.serve.scheduler import SCHEDULERS, Step, grow_rows
+from inferasim.serve.scheduler import SCHEDULERS, Step, grow_decoders
 
 
 class EngineStats:
@@ -366,6 +366,8 @@ class EngineInstance:
         return self._steady_length(k) if step.decodes else k
 
     def _macro(self, step: Step, k: int):
+        """``k`` steady decode steps in one interruptible timeout, priced in one call;
+        returns whether all of them ran (no arrival cut them short)."""
         env = self.env
         ctx0 = self.decoding.context()
         times = self.oracle.decode_steps(ctx0, k, self.advance, self.width)
@@ -389,15 +391,11 @@ class EngineInstance:
             k = self._steady_length(self.max_macro, allocated=False)
             if k < 2:
                 return
-            t0 = self.env.now
-            ends = _step_ends(t0, self.oracle.decode_steps(dec.context(), k, self.advance,
-                                                           self.width))
-            done = yield from self._through(ends)
+            # no scheduler grew the first step: the growth through the steps run includes it
+            ran_all = yield from self._macro(_EVERY_DECODER, k)
             self.stats.continued_macro_steps += 1
-            # no scheduler grew the first step: the growth through ``done`` includes it
-            self._decoded(_EVERY_DECODER, done, float(ends[done - 1]) - t0)
             self._sample_occupancy()
-            if done < k:
+            if not ran_all:
                 return
 
     def _through(self, ends: np.ndarray):
@@ -506,12 +504,7 @@ class EngineInstance:
         """Allocate the pages steps 1..``steps`` of a macro-step grew into (the first usually
         held already: the scheduler grew it), as the single steps would have (the macro
         length guaranteed they can)."""
-        dec = self.decoding
-        if not len(dec):
-            return
-        grown = dec.context_after(steps - 1) + self.width
-        rows = (grown > dec.cap[: len(dec)]).nonzero()[0]
-        if rows.size and not grow_rows(self, rows, grown[rows]):
+        if not grow_decoders(self, steps):
             raise AssertionError("macro-step growth exceeded the room it was sized for")
 
     def _sample_occupancy(self) -> None:

@@ -349,7 +349,8 @@ class RadixCache:
                 continue
             heapq.heappop(self._heap)  # the entry ``_top_candidate`` found
             if take < node.blocks:
-                node = self._split_for_eviction(node, take)
+                # a head-first policy gives up the head blocks (tail-first trims, above)
+                node = self._split(node, take)
             freed += node.blocks
             self._release(node)
         return freed * self.block_tokens
@@ -469,11 +470,6 @@ class RadixCache:
         self._offer(node)  # its depth changed, which is part of the recency priority
         self._offer(head)
         return head
-
-    def _split_for_eviction(self, node: RadixNode, take: int) -> RadixNode:
-        """Cut off the ``take`` head blocks a head-first policy gives up (a tail-first
-        policy trims its leaf in place, ``_trim_leaf``)."""
-        return self._split(node, take)
 
     def _new_child(self, parent: RadixNode, keys: np.ndarray, now: float) -> RadixNode:
         node = RadixNode(keys, parent, self._take_uid(), now)

@@ -91,6 +91,19 @@ def grow_rows(eng: EngineInstance, rows: np.ndarray, context: np.ndarray) -> boo
     return True
 
 
+def grow_decoders(eng: EngineInstance, steps: int) -> bool:
+    """Give every decoding request pages for its next ``steps`` decode steps, all or none:
+    the rows whose pages fall short of the context after them grow at once (``grow_rows``).
+    The scheduler grows one step; a macro-step, the steps it ran."""
+    dec = eng.decoding
+    n = len(dec)
+    if not n:
+        return True
+    grown = dec.context_after(steps - 1) + eng.width
+    rows = (grown > dec.cap[:n]).nonzero()[0]
+    return not rows.size or grow_rows(eng, rows, grown[rows])
+
+
 def schedule_decodes(eng: EngineInstance, step: Step, now: float, budget: float) -> bool:
     """Every decoding request gets its next tokens' pages; returns True if any was preempted.
 
@@ -103,12 +116,10 @@ def schedule_decodes(eng: EngineInstance, step: Step, now: float, budget: float)
     n = len(dec)
     if n == 0:
         return False
-    if budget >= n * width:
-        rows = dec.rows_needing_pages(width)
-        if rows.size == 0 or grow_rows(eng, rows, dec.context()[rows] + width):
-            step.decodes = list(dec.reqs)
-            step.all_decoders = True
-            return False
+    if budget >= n * width and grow_decoders(eng, 1):
+        step.decodes = list(dec.reqs)
+        step.all_decoders = True
+        return False
     dec.sync()
     preempted: set[int] = set()
     for req in sorted(dec.reqs, key=lambda r: r.admitted_seq):
