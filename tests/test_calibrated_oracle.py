@@ -180,7 +180,7 @@ def test_three_isls_fit_a_prefill_slope_and_a_frontend_latency(scenario):
     assert oracle.step(prefill).seconds == pytest.approx(2.5 * oracle.analytic.step(prefill).seconds)
 
 
-def test_one_isl_calibrates_latency_only_and_only_near_its_isl(scenario):
+def test_one_isl_calibrates_latency_only_and_the_slope_only_near_its_isl(scenario):
     plain = CalibratedOracle(scenario, AnchorStore([record(c, s) for c, s in MEASURED.items()]))
     ttft = 0.3 + _lone_prefill(plain, ISL)
     records = [record(1, 0.01, ttft=ttft), record(16, 0.015, ttft=0.5)]
@@ -191,8 +191,30 @@ def test_one_isl_calibrates_latency_only_and_only_near_its_isl(scenario):
     assert near.frontend_latency_s == pytest.approx(0.3, rel=1e-6)
     far = attrs.evolve(scenario, workload=attrs.evolve(scenario.workload, isl=8 * ISL))
     refused = CalibratedOracle(far, AnchorStore(records))
-    assert refused.calibration["prefill"] == "analytic" and refused.frontend_latency_s == 0.0
-    assert any("not within" in n for n in refused.calibration["notes"])
+    cal = refused.calibration
+    assert cal["prefill"] == "analytic"
+    assert any("not within" in n for n in cal["notes"])
+    # the prefill is analytic at the far ISL ...
+    prefill = StepBatch(prefill_tokens=np.array([2048.0]), prefill_resident=np.array([0.0]),
+                        prefill_samples=1)
+    assert refused.step(prefill).seconds == refused.analytic.step(prefill).seconds
+    # ... but the time outside the engine is per request, not per prompt token: it is carried
+    assert refused.frontend_modelled
+    assert refused.frontend_latency(1) == pytest.approx(near.frontend_latency(1), rel=1e-9)
+    assert cal["frontend_latency_ms"] == pytest.approx(300.0)
+    assert "frontend latency carried" in cal["note"]
+
+
+def test_a_target_beyond_the_probed_isls_keeps_the_latency_at_slope_one(scenario):
+    plain = CalibratedOracle(scenario, AnchorStore([record(c, s) for c, s in MEASURED.items()]))
+    records = [record(1, 0.01, isl=i, osl=1024, ttft=0.08 + 2.5 * _lone_prefill(plain, i))
+               for i in (1024, 2048, 4096)]
+    far = attrs.evolve(scenario, workload=attrs.evolve(scenario.workload, isl=65536))
+    oracle = CalibratedOracle(far, AnchorStore(records))
+    assert oracle.calibration["prefill"] == "analytic" and oracle.prefill_slope == 1.0
+    # the latency is what the analytic prefill leaves of each TTFT, averaged over the ISLs
+    excess = [0.08 + 1.5 * _lone_prefill(plain, i) for i in (1024, 2048, 4096)]
+    assert oracle.frontend_latency_s == pytest.approx(float(np.mean(excess)), rel=1e-6)
 
 
 def test_frontend_latency_grows_with_the_load_the_anchors_measured_it_at(scenario):

@@ -128,7 +128,7 @@ class TargetAnchors:
     # True when no usable anchor is of the target's build and other builds are used instead.
     crossed_build: bool = False
     build_note: str | None = None
-    # False: prefill and TTFT fall back to the analytic model (decode may still be calibrated).
+    # False: the prefill falls back to the analytic model (decode may still be calibrated).
     prefill_calibrated: bool = False
     prefill_note: str | None = None
     warnings: tuple[str, ...] = ()
@@ -340,7 +340,8 @@ def _prefill_coverage(records: list[AnchorRecord], target_isl: int | None
     if not records:
         return False, None
     isls = sorted({r.workload.isl for r in records if r.ttft_s is not None})
-    fallback = "prefill and TTFT fall back to the analytic model; decode stays calibrated"
+    fallback = ("the prefill falls back to the analytic model (TTFT keeps the anchors' time "
+                "outside the engine); decode stays calibrated")
     if len(isls) < PREFILL_MIN_ISLS:
         if target_isl is not None and any(
                 i / PREFILL_POINT_BAND <= target_isl <= i * PREFILL_POINT_BAND for i in isls):

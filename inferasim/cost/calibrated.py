@@ -108,9 +108,12 @@ class CalibratedOracle:
         # The decode ratio table at the target's width, per measured concurrency.
         # per verify width: log batch, measured/analytic, log mean context of those anchors
         self._tables: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        if self.calibrated and self.result.prefill_calibrated:
-            self._fit_prefill(self.result.usable)  # reads the decode ratios (the wait)
-        self._prefill_calibrated = bool(self.calibrated and self.prefill_points)
+        if self.calibrated:
+            # reads the decode ratios (the wait). Refused coverage keeps the slope at 1: the
+            # prefill stays analytic, the time outside the engine is still the anchors'.
+            self._fit_prefill(self.result.usable, fit_slope=self.result.prefill_calibrated)
+        self._frontend_modelled = bool(self.calibrated and self.prefill_points)
+        self._prefill_calibrated = self._frontend_modelled and self.result.prefill_calibrated
         self.calibration = self._report()
 
     def _analytic(self, scenario: Scenario) -> AnalyticOracle:
@@ -174,9 +177,11 @@ class CalibratedOracle:
                 f"{self.scenario.kv_dtype}; the KV delta to the target's context and batch is "
                 "priced at that width")
 
-    def _fit_prefill(self, usable) -> None:
+    def _fit_prefill(self, usable, fit_slope: bool = True) -> None:
         """``latency + slope x prefill(isl) + wait`` fitted to the lowest-concurrency anchor at
-        each ISL (its TTFT is closest to a lone prefill)."""
+        each ISL (its TTFT is closest to a lone prefill). ``fit_slope`` False (the store refused
+        the probe's coverage of the target's ISL): the slope stays 1 and only the latency, the
+        TTFT beyond the analytic prefill and wait, is read."""
         usable = [r for r in usable if r.ttft_s is not None and not r.little_mismatch()]
         best: dict[int, Any] = {}
         for record in usable:
@@ -193,7 +198,7 @@ class CalibratedOracle:
         if not rows:
             return
         self.prefill_points = rows
-        self.prefill_slope, self.frontend_latency_s = _fit_ttft_line(rows)
+        self.prefill_slope, self.frontend_latency_s = _fit_ttft_line(rows, fit_slope)
         # The latency by load: every closed-loop anchor's TTFT beyond the model, per concurrency.
         # A frontend serving more streams answers each later (tokenisation, detokenisation and
         # HTTP share a few host processes); the engine-side queueing the replay simulates is
@@ -227,13 +232,18 @@ class CalibratedOracle:
     @property
     def frontend_modelled(self) -> bool:
         """Whether the anchors gave a frontend latency at all (else requests go straight in)."""
-        return self._prefill_calibrated
+        return self._frontend_modelled
 
     def frontend_latency(self, in_flight: int) -> float:
         """Seconds a request spends outside the engine with ``in_flight`` requests (itself
         included) open: the anchors' latency interpolated in log concurrency, flat past the
-        measured ones (0 when prefill is not calibrated)."""
-        if not self._prefill_calibrated:
+        measured ones (0 when no anchor gave a TTFT).
+
+        It is carried to a target ISL the probe does not cover: it is time per request, not
+        per prompt token. A public DeepSeek-R1-0528 sweep on SGLang (16 x H100, one client)
+        measured a TTFT of 180 ms at 128 tokens, 190-200 ms at 2k-4k and 264 ms at 8k: a
+        fixed ~175 ms plus a prefill that grows as the analytic one does (docs/anchors.md)."""
+        if not self._frontend_modelled:
             return 0.0
         if self._latency_table is None:
             return self.frontend_latency_s
@@ -371,13 +381,19 @@ class CalibratedOracle:
         used = [p.id for p in self.points]
         lo, hi = min(table), max(table)
         ends = _extrapolation(log_ctx)
+        carried = ""
+        if self._frontend_modelled and not self._prefill_calibrated:
+            isls = ", ".join(str(int(r[0])) for r in self.prefill_points)
+            carried = f" (frontend latency carried from the TTFTs at ISL {isls})"
+            notes.append(f"the TTFT beyond the analytic prefill at ISL {isls} is time outside "
+                         "the engine, per request, and is carried to the target's ISL")
         note = (f"{len(used)} anchor(s), decode ratio {min(table.values()):.3g}-"
                 f"{max(table.values()):.3g} over concurrency {lo}-{hi} ({ends}); "
-                f"prefill {prefill}" + ("; build crossed" if crossed else ""))
+                f"prefill {prefill}{carried}" + ("; build crossed" if crossed else ""))
         out = {"mode": "anchored", "note": note, "anchors_used": used, "refused": refused,
                "crossed_build": crossed, "notes": notes, "fallback": None, "prefill": prefill,
                "decode_ratio": table}
-        if self._prefill_calibrated:
+        if self._frontend_modelled:
             out["prefill_slope"] = round(self.prefill_slope, 4)
             out["frontend_latency_ms"] = round(self.frontend_latency_s * 1e3, 2)
             if self._latency_table is not None:
@@ -403,13 +419,14 @@ TREND_CONTEXT_SPAN = 2.0
 PREFILL_SLOPE_LIMITS = (0.25, 8.0)
 
 
-def _fit_ttft_line(rows: list[tuple[float, float, float, float]]) -> tuple[float, float]:
+def _fit_ttft_line(rows: list[tuple[float, float, float, float]],
+                   fit_slope: bool = True) -> tuple[float, float]:
     """(slope, latency) of ``TTFT - wait = latency + slope x prefill`` over the rows; below
-    three ISLs the slope is 1 (one point cannot split the two)."""
+    three ISLs, or without ``fit_slope``, the slope is 1 (one point cannot split the two)."""
     y = np.array([t - w for _, t, _, w in rows])
     x = np.array([p for _, _, p, _ in rows])
     lo, hi = PREFILL_SLOPE_LIMITS
-    if len(rows) >= 3 and float(np.ptp(x)) > 0:
+    if fit_slope and len(rows) >= 3 and float(np.ptp(x)) > 0:
         slope, latency = np.polyfit(x, y, 1)
         if latency < 0:  # no negative latency: the line through the origin instead
             slope, latency = float(x @ y / (x @ x)), 0.0
