@@ -12,7 +12,12 @@ from inferasim.anchors.record import AnchorRecord
 from inferasim.anchors.store import AnchorStore
 from inferasim.config.catalog import REPO_ROOT
 from inferasim.config.loader import load_scenario
-from inferasim.cost.calibrated import CalibratedOracle, _analytic_prefill_seconds, oracle_for
+from inferasim.cost.calibrated import (
+    CalibratedOracle,
+    _analytic_prefill_seconds,
+    closed_loop_sojourn,
+    oracle_for,
+)
 from inferasim.cost.oracle import AnalyticOracle, StepBatch
 from inferasim.serve.simulation import simulate
 
@@ -217,14 +222,56 @@ def test_a_target_beyond_the_probed_isls_keeps_the_latency_at_slope_one(scenario
     assert oracle.frontend_latency_s == pytest.approx(float(np.mean(excess)), rel=1e-6)
 
 
+def test_closed_loop_sojourn_is_bounded_by_the_population():
+    # one client, or nobody else's prompts: the prompt's own engine time
+    assert closed_loop_sojourn(0.5, 1, 2.0) == 0.5
+    assert closed_loop_sojourn(0.5, 8, float("inf")) == 0.5
+    # clients away for long barely queue; clients that come straight back queue behind all
+    assert closed_loop_sojourn(0.5, 4, 1e6) == pytest.approx(0.5, rel=1e-5)
+    assert closed_loop_sojourn(0.5, 4, 0.0) == pytest.approx(4 * 0.5)
+    # more clients, more queueing, never more than every other client's prompt ahead
+    seq = [closed_loop_sojourn(0.5, c, 3.0) for c in (1, 2, 4, 8, 16)]
+    assert seq == sorted(seq) and all(s <= c * 0.5 for s, c in zip(seq, (1, 2, 4, 8, 16), strict=True))
+    # two clients, exponential service (MVA is exact): the other is ahead with probability
+    # S / (S + Z) at an arrival, so the sojourn is S (1 + S / (S + Z))
+    assert closed_loop_sojourn(0.5, 2, 3.0) == pytest.approx(0.5 * (1 + 0.5 / 3.5))
+
+
+def test_queueing_behind_other_prompts_is_not_read_as_a_slower_prefill(scenario):
+    # Four clients with long prompts and short outputs queue behind each other's prefill.
+    # TTFTs made by that model (slope 2, latency 0.1 s) are fitted back to slope 2: read as
+    # engine time alone the queueing would have inflated the slope.
+    isls = (2048, 8192, 16384, 32768)
+    step, osl, slope, latency = 0.015, 128, 2.0, 0.1
+    others = [record(c, s) for c, s in MEASURED.items() if c != 4]
+    target = attrs.evolve(scenario, workload=attrs.evolve(scenario.workload, isl=8192, osl=osl))
+    probe = [record(4, step, isl=i, osl=osl, ttft=1.0) for i in isls]
+    plain = CalibratedOracle(target, AnchorStore(probe + others))  # the same decode ratios
+    rows = [plain._ttft_row(r) for r in probe]
+    ttfts = [r.wait + latency + r.sojourn(slope, latency) for r in rows]
+    records = [record(4, step, isl=i, osl=osl, ttft=t)
+               for i, t in zip(isls, ttfts, strict=True)] + others
+    oracle = CalibratedOracle(target, AnchorStore(records))
+    assert oracle.prefill_slope == pytest.approx(slope, rel=1e-3)
+    assert oracle.frontend_latency_s == pytest.approx(latency, rel=1e-2)
+    fit = oracle.calibration["prefill_fit"]
+    assert fit[-1]["queue_ms"] > fit[-1]["analytic_prefill_ms"]  # queueing is most of it
+    # the old reading (TTFT - wait = latency + slope x prefill) would have taken it as engine time
+    x = np.array([r.prefill for r in rows])
+    y = np.array([t - r.wait for t, r in zip(ttfts, rows, strict=True)])
+    assert np.polyfit(x, y, 1)[0] > 1.5 * slope
+
+
 def test_frontend_latency_grows_with_the_load_the_anchors_measured_it_at(scenario):
     records = [record(4, 0.011, ttft=0.15), record(16, 0.015, ttft=0.25),
                record(64, 0.026, ttft=0.60)]
     oracle = CalibratedOracle(scenario, AnchorStore(records))
     excess = {}
     for r in records:
-        prefill, wait = oracle._ttft_model(r)
-        excess[r.workload.concurrency] = r.ttft_s - prefill - wait
+        row = oracle._ttft_row(r)
+        # the model's queueing of these short prompts is a small part of the excess
+        assert 0 <= row.queue(1.0, oracle.frontend_latency_s) < 0.05 * row.ttft
+        excess[r.workload.concurrency] = row.excess(1.0, oracle.frontend_latency_s)
     for conc, value in excess.items():
         assert oracle.frontend_latency(conc) == pytest.approx(value, rel=1e-9)
     assert excess[4] < oracle.frontend_latency(8) < excess[16] < excess[64]

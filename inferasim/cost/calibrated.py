@@ -19,14 +19,16 @@ bare forward pass (design.md, behaviour.md 3 "Transport by the whole step").
 - The KV stream scales with the target's KV width: ``analytic(target)`` prices the target's own
   KV dtype, so the KV delta from the anchor's context and batch to the target's is carried at
   that width — fp8 and bf16 KV do not project alike.
-- Prefill and TTFT: when the store refuses the anchors' prefill coverage, the prefill part of a
-  step stays analytic and the calibration report says so. Otherwise the lowest-concurrency
-  anchor at each ISL (its TTFT is closest to a lone prefill) is read as
-  ``TTFT = latency + slope x prefill(isl) + wait``: ``prefill`` the analytic lone-prompt prefill
-  in the engine's chunks, ``wait`` half a calibrated decode step of the other clients (an
-  arrival waits for the step in flight). With three or more ISLs the line is fitted (least
-  squares, latency >= 0, slope clamped to PREFILL_SLOPE_LIMITS); with fewer, the probe cannot
-  tell a slower prefill from a fixed latency, so the slope is 1 and the excess is latency.
+- Prefill and TTFT: the lowest-concurrency anchor at each ISL (its TTFT is closest to a lone
+  prefill) is read as ``TTFT = latency + sojourn(slope x prefill(isl)) + wait``: ``prefill``
+  the analytic lone-prompt prefill in the engine's chunks, ``sojourn`` that engine time plus
+  the queueing behind the other clients' prompts in the closed loop (``closed_loop_sojourn``),
+  ``wait`` half a calibrated decode step of the other clients (an arrival waits for the step
+  in flight). With three or more ISLs slope and latency are fitted (least squares, latency >=
+  0, slope within PREFILL_SLOPE_LIMITS); with fewer, the probe cannot tell a slower prefill
+  from a fixed latency, so the slope is 1 and the excess is latency. When the store refuses
+  the probe's coverage of the target's ISL the slope is 1 too (the prefill stays analytic and
+  the report says so) and the latency is still read: it is time per request.
   The slope scales the prefill part of every step (engine time: it delays the decodes a mixed
   or prefill-exclusive step holds). The latency is the request's time outside the engine steps
   (tokenisation, HTTP, the server's input pipeline): each request reaches the scheduler that
@@ -92,8 +94,8 @@ class CalibratedOracle:
         self._ratio_cache: dict[tuple[int, int], float] = {}
         self._notes: list[str] = []
         self.points: list[AnchorPoint] = []
-        # (isl, measured TTFT, analytic lone prefill, wait) per ISL the prefill fit read
-        self.prefill_points: list[tuple[float, float, float, float]] = []
+        # the lowest-concurrency anchor's TTFT per ISL the prefill fit read
+        self.prefill_points: list[_TtftRow] = []
         self.prefill_slope = 1.0
         # Seconds between a client sending a request and the scheduler seeing it (TTFT and
         # end-to-end latency carry it, the engine does not): 0 unless the prefill fit found it.
@@ -178,10 +180,14 @@ class CalibratedOracle:
                 "priced at that width")
 
     def _fit_prefill(self, usable, fit_slope: bool = True) -> None:
-        """``latency + slope x prefill(isl) + wait`` fitted to the lowest-concurrency anchor at
-        each ISL (its TTFT is closest to a lone prefill). ``fit_slope`` False (the store refused
-        the probe's coverage of the target's ISL): the slope stays 1 and only the latency, the
-        TTFT beyond the analytic prefill and wait, is read."""
+        """``TTFT = latency + sojourn(slope x prefill(isl)) + wait`` fitted to the
+        lowest-concurrency anchor at each ISL (its TTFT is closest to a lone prefill).
+        ``sojourn`` is the prompt's engine time plus its queueing behind the other clients'
+        prompts (``closed_loop_sojourn``): at a few clients and long prompts that queueing is
+        most of the TTFT, and read as engine time it would inflate the slope (a vLLM ISL grid
+        at four clients fitted 6.4x the analytic prefill, and its replays saturated).
+        ``fit_slope`` False (the store refused the probe's coverage of the target's ISL): the
+        slope stays 1 and only the latency, the TTFT beyond that model, is read."""
         usable = [r for r in usable if r.ttft_s is not None and not r.little_mismatch()]
         best: dict[int, Any] = {}
         for record in usable:
@@ -190,44 +196,49 @@ class CalibratedOracle:
             old = best.get(w.isl)
             if old is None or conc < (old.workload.concurrency or math.inf):
                 best[w.isl] = record
-        rows = []   # (isl, measured TTFT, analytic lone prefill, wait)
-        for isl, record in sorted(best.items()):
-            prefill, wait = self._ttft_model(record)
-            if prefill > 0:
-                rows.append((float(isl), float(record.ttft_s), prefill, wait))
+        rows = []   # _TtftRow per ISL
+        for _isl, record in sorted(best.items()):
+            row = self._ttft_row(record)
+            if row.prefill > 0:
+                rows.append(row)
         if not rows:
             return
         self.prefill_points = rows
-        self.prefill_slope, self.frontend_latency_s = _fit_ttft_line(rows, fit_slope)
+        self.prefill_slope, self.frontend_latency_s = _fit_ttft(rows, fit_slope)
         # The latency by load: every closed-loop anchor's TTFT beyond the model, per concurrency.
         # A frontend serving more streams answers each later (tokenisation, detokenisation and
         # HTTP share a few host processes); the engine-side queueing the replay simulates is
-        # taken out by the model's prefill and wait.
+        # taken out by the model's sojourn and wait.
         excess: dict[int, list[float]] = {}
         for record in usable:
             conc = record.workload.concurrency
             if conc is None or conc < 1:
                 continue
-            prefill, wait = self._ttft_model(record)
+            row = self._ttft_row(record)
             excess.setdefault(int(conc), []).append(
-                max(0.0, record.ttft_s - self.prefill_slope * prefill - wait))
+                max(0.0, row.excess(self.prefill_slope, self.frontend_latency_s)))
         if excess:
             concs = sorted(excess)
             self._latency_table = (np.log(np.array(concs, dtype=np.float64)),
                                    np.array([float(np.mean(excess[c])) for c in concs]))
 
-    def _ttft_model(self, record) -> tuple[float, float]:
-        """(analytic lone prefill, wait behind the step in flight) for an anchor's TTFT."""
+    def _ttft_row(self, record) -> _TtftRow:
+        """An anchor's TTFT with the parts the model explains: its analytic lone prefill, the
+        wait behind the decode step in flight, and the closed loop its prompts queue in."""
         oracle, _ = self._anchor_oracle(record)
-        isl = int(record.workload.isl)
+        w = record.workload
+        isl = int(w.isl)
         prefill = _analytic_prefill_seconds(oracle, isl)
-        others = max(0, int(record.workload.concurrency or 1) - 1)
+        clients = max(1, int(w.concurrency or 1))
+        others = clients - 1
         wait = 0.0
         if others and self.points:
-            ctx = isl + record.workload.osl / 2.0
+            ctx = isl + w.osl / 2.0
             wait = 0.5 * self.decode_ratio(others) * oracle.step(
                 StepBatch(decode_context=np.full(others, ctx), width=self.width)).seconds
-        return prefill, wait
+        tpot = record.measurements.tpot_mean_s or record.measurements.tpot_median_s
+        decode_s = max(0, w.osl - 1) * tpot if tpot else math.inf
+        return _TtftRow(float(isl), float(record.ttft_s), prefill, wait, clients, decode_s)
 
     @property
     def frontend_modelled(self) -> bool:
@@ -383,7 +394,7 @@ class CalibratedOracle:
         ends = _extrapolation(log_ctx)
         carried = ""
         if self._frontend_modelled and not self._prefill_calibrated:
-            isls = ", ".join(str(int(r[0])) for r in self.prefill_points)
+            isls = ", ".join(str(int(r.isl)) for r in self.prefill_points)
             carried = f" (frontend latency carried from the TTFTs at ISL {isls})"
             notes.append(f"the TTFT beyond the analytic prefill at ISL {isls} is time outside "
                          "the engine, per request, and is carried to the target's ISL")
@@ -402,9 +413,11 @@ class CalibratedOracle:
                     int(round(math.exp(c))): round(v * 1e3, 2)
                     for c, v in zip(logc, lat, strict=True)}
             out["prefill_fit"] = [
-                {"isl": int(isl), "ttft_ms": round(t * 1e3, 2),
-                 "analytic_prefill_ms": round(p * 1e3, 2), "wait_ms": round(w * 1e3, 2)}
-                for isl, t, p, w in self.prefill_points]
+                {"isl": int(r.isl), "concurrency": r.clients, "ttft_ms": round(r.ttft * 1e3, 2),
+                 "analytic_prefill_ms": round(r.prefill * 1e3, 2),
+                 "queue_ms": round(r.queue(self.prefill_slope, self.frontend_latency_s) * 1e3, 2),
+                 "wait_ms": round(r.wait * 1e3, 2)}
+                for r in self.prefill_points]
         return out
 
 
@@ -419,21 +432,86 @@ TREND_CONTEXT_SPAN = 2.0
 PREFILL_SLOPE_LIMITS = (0.25, 8.0)
 
 
-def _fit_ttft_line(rows: list[tuple[float, float, float, float]],
-                   fit_slope: bool = True) -> tuple[float, float]:
-    """(slope, latency) of ``TTFT - wait = latency + slope x prefill`` over the rows; below
-    three ISLs, or without ``fit_slope``, the slope is 1 (one point cannot split the two)."""
-    y = np.array([t - w for _, t, _, w in rows])
-    x = np.array([p for _, _, p, _ in rows])
+@attrs.frozen
+class _TtftRow:
+    """One anchor's TTFT as the prefill fit reads it."""
+
+    isl: float
+    ttft: float
+    prefill: float      # analytic lone prefill, in the engine's chunks
+    wait: float         # half a decode step of the other clients (the step in flight)
+    clients: int        # closed-loop concurrency
+    decode_s: float     # a request's decode phase: (OSL - 1) x measured TPOT (inf: unknown)
+
+    def sojourn(self, slope: float, latency: float) -> float:
+        return closed_loop_sojourn(slope * self.prefill, self.clients, latency + self.decode_s)
+
+    def queue(self, slope: float, latency: float) -> float:
+        return self.sojourn(slope, latency) - slope * self.prefill
+
+    def excess(self, slope: float, latency: float) -> float:
+        """The TTFT the model does not explain: time outside the engine."""
+        return self.ttft - self.wait - self.sojourn(slope, latency)
+
+
+def closed_loop_sojourn(service: float, clients: int, away: float) -> float:
+    """A prompt's time from reaching the engine to its first token when ``clients`` closed-loop
+    clients each spend ``away`` seconds elsewhere (decoding, the frontend) between prompts and
+    ``service`` seconds of engine prefill, served one prompt at a time: mean value analysis
+    of that two-station closed network (exact for exponential service, a little high for
+    fixed). The population bounds the queue, which an open-queue formula would not."""
+    if clients <= 1 or service <= 0 or not math.isfinite(away):
+        return service
+    queue = 0.0
+    sojourn = service
+    for n in range(1, clients + 1):
+        sojourn = service * (1.0 + queue)
+        queue = n * sojourn / (sojourn + away)
+    return sojourn
+
+
+# Log-spaced slopes the fit scans before refining the best one (golden section).
+_SLOPE_GRID = 64
+_GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
+
+
+def _fit_ttft(rows: list[_TtftRow], fit_slope: bool = True) -> tuple[float, float]:
+    """(slope, latency) minimising the squared misfit of ``TTFT - wait = latency +
+    sojourn(slope x prefill)`` over the rows (latency >= 0, slope within
+    PREFILL_SLOPE_LIMITS); below three ISLs, or without ``fit_slope``, the slope is 1 (one
+    point cannot split the two)."""
     lo, hi = PREFILL_SLOPE_LIMITS
-    if fit_slope and len(rows) >= 3 and float(np.ptp(x)) > 0:
-        slope, latency = np.polyfit(x, y, 1)
-        if latency < 0:  # no negative latency: the line through the origin instead
-            slope, latency = float(x @ y / (x @ x)), 0.0
-        slope = float(np.clip(slope, lo, hi))
-        latency = max(0.0, float(np.mean(y - slope * x)))
-        return slope, latency
-    return 1.0, max(0.0, float(np.mean(y - x)))
+    spread = max(r.prefill for r in rows) - min(r.prefill for r in rows)
+    if not fit_slope or len(rows) < 3 or spread <= 0:
+        return 1.0, _latency_at(rows, 1.0)
+
+    def misfit(log_slope: float) -> float:
+        slope = math.exp(log_slope)
+        latency = _latency_at(rows, slope)
+        return sum((r.excess(slope, latency) - latency) ** 2 for r in rows)
+
+    grid = np.linspace(math.log(lo), math.log(hi), _SLOPE_GRID)
+    costs = [misfit(float(x)) for x in grid]
+    i = int(np.argmin(costs))
+    a, b = float(grid[max(0, i - 1)]), float(grid[min(len(grid) - 1, i + 1)])
+    for _ in range(40):  # golden section within the best grid cell's neighbours
+        c, d = b - _GOLDEN * (b - a), a + _GOLDEN * (b - a)
+        if misfit(c) <= misfit(d):
+            b = d
+        else:
+            a = c
+    slope = math.exp((a + b) / 2.0)
+    return slope, _latency_at(rows, slope)
+
+
+def _latency_at(rows: list[_TtftRow], slope: float) -> float:
+    """The latency that best fits the rows at ``slope`` (>= 0). It also lengthens each
+    client's time away, so it is found by a few fixed-point passes."""
+    latency = 0.0
+    for _ in range(4):
+        latency = max(0.0, float(np.mean([r.ttft - r.wait - r.sojourn(slope, latency)
+                                          for r in rows])))
+    return latency
 
 
 def _decode_part(batch: StepBatch) -> StepBatch:
