@@ -145,13 +145,18 @@ def test_decode_steps_equal_single_steps(scenario, store):
         np.testing.assert_allclose(many, singles, rtol=1e-12)
 
 
+def _lone_prompt(tokens: float) -> StepBatch:
+    """One whole prompt in one step, nothing resident."""
+    return StepBatch(prefill_tokens=np.array([tokens]), prefill_resident=np.array([0.0]),
+                     prefill_samples=1)
+
+
 def test_prefill_stays_analytic_when_the_probe_is_refused(scenario, store):
     oracle = CalibratedOracle(scenario, store)
     cal = oracle.calibration
     assert cal["prefill"] == "analytic"
     assert any("prefill" in n for n in cal["notes"])
-    prefill = StepBatch(prefill_tokens=np.array([1024.0]), prefill_resident=np.array([0.0]),
-                        prefill_samples=1)
+    prefill = _lone_prompt(1024.0)
     assert oracle.step(prefill).seconds == oracle.analytic.step(prefill).seconds
     # a mixed step: the decode part calibrated, the prefill part analytic
     mixed = StepBatch(prefill_tokens=np.array([1024.0]), prefill_resident=np.array([0.0]),
@@ -180,8 +185,7 @@ def test_three_isls_fit_a_prefill_slope_and_a_frontend_latency(scenario):
     assert oracle.prefill_slope == pytest.approx(2.5, rel=1e-6)
     assert oracle.frontend_latency_s == pytest.approx(0.08, rel=1e-6)
     assert cal["frontend_latency_ms"] == pytest.approx(80.0)
-    prefill = StepBatch(prefill_tokens=np.array([1024.0]), prefill_resident=np.array([0.0]),
-                        prefill_samples=1)
+    prefill = _lone_prompt(1024.0)
     assert oracle.step(prefill).seconds == pytest.approx(2.5 * oracle.analytic.step(prefill).seconds)
 
 
@@ -200,8 +204,7 @@ def test_one_isl_calibrates_latency_only_and_the_slope_only_near_its_isl(scenari
     assert cal["prefill"] == "analytic"
     assert any("not within" in n for n in cal["notes"])
     # the prefill is analytic at the far ISL ...
-    prefill = StepBatch(prefill_tokens=np.array([2048.0]), prefill_resident=np.array([0.0]),
-                        prefill_samples=1)
+    prefill = _lone_prompt(2048.0)
     assert refused.step(prefill).seconds == refused.analytic.step(prefill).seconds
     # ... but the time outside the engine is per request, not per prompt token: it is carried
     assert refused.frontend_modelled
