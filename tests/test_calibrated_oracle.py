@@ -265,6 +265,62 @@ def test_queueing_behind_other_prompts_is_not_read_as_a_slower_prefill(scenario)
     assert np.polyfit(x, y, 1)[0] > 1.5 * slope
 
 
+def _stalled(conc: int, itl: float, tpot: float, ttft: float, osl: int = 1024) -> AnchorRecord:
+    """An anchor whose mean TPOT sits above its median ITL: prefills stalled its decodes."""
+    return AnchorRecord.from_dict({
+        "id": f"t-stall-c{conc}-{osl}", "provenance": {"source": "test"},
+        "regime": {"model": "deepseek-r1", "engine": "sglang", "gpu": "mi355x",
+                   "weight_dtype": "fp8", "spec_method": "none", "tp": 8, "ep": 1,
+                   "dp_attention": 1, "num_gpus": 8},
+        "workload": {"isl": ISL, "osl": osl, "concurrency": conc},
+        "measurements": {"itl_median_s": itl, "tpot_mean_s": tpot, "ttft_median_s": ttft},
+    })
+
+
+def test_decode_stalls_price_an_engine_overhead_per_prefilling_step(scenario):
+    # mean TPOT above median ITL: every other client's prompt held the decodes up
+    records = [_stalled(16, 0.020, 0.024, 0.20), _stalled(64, 0.030, 0.038, 0.25)]
+    target = attrs.evolve(scenario, workload=attrs.evolve(scenario.workload, osl=1024))
+    oracle = CalibratedOracle(target, AnchorStore(records))
+    lone = _lone_prefill(oracle, ISL)
+    per_prefill = []
+    for r in records:
+        m, c = r.measurements, r.workload.concurrency
+        life = 1023 * m.tpot_mean_s
+        per_prefill.append((m.tpot_mean_s - m.itl_median_s) * 1023
+                           / ((c - 1) * life / (life + m.ttft_median_s)))
+    expected = float(np.median([p - lone for p in per_prefill]))
+    assert expected > 0.05  # far above the analytic 1k prefill: engine time, not noise
+    assert oracle.prefill_step_overhead_s == pytest.approx(expected, rel=1e-9)
+    cal = oracle.calibration
+    assert cal["prefill_step_overhead_ms"] == pytest.approx(expected * 1e3, abs=0.01)
+    assert len(cal["prefill_stalls"]) == 2
+    # every step that prefills pays it, decode-only steps do not
+    prefill = _lone_prompt(1024.0)
+    cost = oracle.step(prefill)
+    assert cost.breakdown["prefill_overhead"] == pytest.approx(expected)
+    assert cost.seconds == pytest.approx(oracle.analytic.step(prefill).seconds + expected)
+    decode = StepBatch(decode_context=np.full(16, CTX))
+    assert "prefill_overhead" not in oracle.step(decode).breakdown
+    mixed = StepBatch(prefill_tokens=np.array([512.0]), prefill_resident=np.array([0.0]),
+                      prefill_samples=1, decode_context=np.full(16, CTX))
+    for batch in (prefill, decode, mixed):
+        assert oracle.step_seconds(batch) == pytest.approx(oracle.step(batch).seconds, rel=1e-12)
+    # the stall was engine time: the TTFT left outside the engine shrinks by it
+    plain = CalibratedOracle(target, AnchorStore(
+        [_stalled(16, 0.020, 0.0201, 0.20), _stalled(64, 0.030, 0.0301, 0.25)]))
+    assert plain.prefill_step_overhead_s == 0.0  # a gap under STALL_MIN_SHARE is not read
+    assert oracle.frontend_latency(16) < plain.frontend_latency(16) - 0.5 * expected
+
+
+def test_a_coalesced_stream_gives_no_stall_reading(scenario):
+    # median ITL far above mean TPOT: tokens arrive in chunks, the ITL is not the step
+    records = [_stalled(16, 0.080, 0.024, 0.20), _stalled(64, 0.120, 0.038, 0.25)]
+    oracle = CalibratedOracle(scenario, AnchorStore(records))
+    assert oracle.calibrated and oracle.prefill_step_overhead_s == 0.0
+    assert "prefill_step_overhead_ms" not in oracle.calibration
+
+
 def test_frontend_latency_grows_with_the_load_the_anchors_measured_it_at(scenario):
     records = [record(4, 0.011, ttft=0.15), record(16, 0.015, ttft=0.25),
                record(64, 0.026, ttft=0.60)]

@@ -30,7 +30,11 @@ bare forward pass (design.md, behaviour.md 3 "Transport by the whole step").
   the probe's coverage of the target's ISL the slope is 1 too (the prefill stays analytic and
   the report says so) and the latency is still read: it is time per request.
   The slope scales the prefill part of every step (engine time: it delays the decodes a mixed
-  or prefill-exclusive step holds). The latency is the request's time outside the engine steps
+  or prefill-exclusive step holds). Where the anchors' median ITL is the decode step (not a
+  coalesced stream) their mean TPOT above it is the time prefills held the decodes up; per
+  prompt of the other clients, what exceeds the slope's prefill is a fixed engine cost every
+  prefilling step pays (``prefill_step_overhead_s``, ``_prefill_stalls``), and it leaves the
+  latency. The latency is the request's time outside the engine steps
   (tokenisation, HTTP, the server's input pipeline): each request reaches the scheduler that
   much after the client sends it, so TTFT and end-to-end latency carry it and the engine does
   not. It follows the load: each closed-loop anchor's TTFT beyond the model is tabled by its
@@ -97,6 +101,10 @@ class CalibratedOracle:
         # the lowest-concurrency anchor's TTFT per ISL the prefill fit read
         self.prefill_points: list[_TtftRow] = []
         self.prefill_slope = 1.0
+        # Engine seconds every step that prefills pays on top of the transported analytic
+        # step, read from the decode stalls the anchors measured (``_prefill_stalls``).
+        self.prefill_step_overhead_s = 0.0
+        self._stall_points: list[tuple[float, float, float]] = []
         # Seconds between a client sending a request and the scheduler seeing it (TTFT and
         # end-to-end latency carry it, the engine does not): 0 unless the prefill fit found it.
         self.frontend_latency_s = 0.0
@@ -205,6 +213,15 @@ class CalibratedOracle:
             return
         self.prefill_points = rows
         self.prefill_slope, self.frontend_latency_s = _fit_ttft(rows, fit_slope)
+        self._stall_points = self._prefill_stalls(usable)
+        if self._stall_points:
+            # the stall beyond the analytic prefill is engine time per prefill step: it leaves
+            # the latency and enters every prefilling step
+            self.prefill_step_overhead_s = float(np.median(
+                [max(0.0, stall - self.prefill_slope * prefill)
+                 for _, stall, prefill in self._stall_points]))
+            self.frontend_latency_s = _latency_at(rows, self.prefill_slope,
+                                                  self.prefill_step_overhead_s)
         # The latency by load: every closed-loop anchor's TTFT beyond the model, per concurrency.
         # A frontend serving more streams answers each later (tokenisation, detokenisation and
         # HTTP share a few host processes); the engine-side queueing the replay simulates is
@@ -215,12 +232,37 @@ class CalibratedOracle:
             if conc is None or conc < 1:
                 continue
             row = self._ttft_row(record)
-            excess.setdefault(int(conc), []).append(
-                max(0.0, row.excess(self.prefill_slope, self.frontend_latency_s)))
+            excess.setdefault(int(conc), []).append(max(0.0, row.excess(
+                self.prefill_slope, self.frontend_latency_s, self.prefill_step_overhead_s)))
         if excess:
             concs = sorted(excess)
             self._latency_table = (np.log(np.array(concs, dtype=np.float64)),
                                    np.array([float(np.mean(excess[c])) for c in concs]))
+
+    def _prefill_stalls(self, usable) -> list[tuple[float, float, float]]:
+        """(ISL, engine seconds per prefill step, analytic lone prefill) read from each anchor's
+        decode stalls: mean TPOT counts the steps a prefill holds the decodes up, median ITL
+        does not, so ``(TPOT - ITL) x (OSL - 1)`` is the stall over a request's decode, shared
+        by the other clients' prompts that arrived meanwhile. Only anchors whose ITL is the
+        step (not a coalesced stream, not a speculative chunk) and whose stall is at least
+        STALL_MIN_SHARE of TPOT (below it the gap is the ITL distribution's own skew) count."""
+        out = []
+        for record in usable:
+            m, w = record.measurements, record.workload
+            _, basis = record.decode_step
+            conc = int(w.concurrency or 0)
+            if (basis != "median_itl" or not m.tpot_mean_s or not m.itl_median_s or conc < 2
+                    or record.ttft_s is None or w.osl < 2):
+                continue
+            gap = m.tpot_mean_s - m.itl_median_s
+            if gap < STALL_MIN_SHARE * m.tpot_mean_s:
+                continue
+            life = (w.osl - 1) * m.tpot_mean_s
+            arrivals = (conc - 1) * life / (life + record.ttft_s)
+            oracle, _ = self._anchor_oracle(record)
+            out.append((float(w.isl), gap * (w.osl - 1) / arrivals,
+                        _analytic_prefill_seconds(oracle, int(w.isl))))
+        return out
 
     def _ttft_row(self, record) -> _TtftRow:
         """An anchor's TTFT with the parts the model explains: its analytic lone prefill, the
@@ -314,15 +356,25 @@ class CalibratedOracle:
             return whole
         rd, rp = self._scales(batch)
         if rp is None:
-            return StepCost(seconds=rd * whole.seconds,
+            cost = StepCost(seconds=rd * whole.seconds,
                             breakdown={k: rd * v for k, v in whole.breakdown.items()})
-        dec = self.analytic.step(_decode_part(batch))
-        breakdown = {}
-        for k, v in whole.breakdown.items():
-            d = dec.breakdown.get(k, 0.0)
-            breakdown[k] = rd * d + rp * (v - d)
-        seconds = rd * dec.seconds + rp * (whole.seconds - dec.seconds)
-        return StepCost(seconds=seconds, breakdown=breakdown)
+        else:
+            dec = self.analytic.step(_decode_part(batch))
+            breakdown = {}
+            for k, v in whole.breakdown.items():
+                d = dec.breakdown.get(k, 0.0)
+                breakdown[k] = rd * d + rp * (v - d)
+            cost = StepCost(seconds=rd * dec.seconds + rp * (whole.seconds - dec.seconds),
+                            breakdown=breakdown)
+        return self._with_overhead(cost, batch.prefill_tokens.size > 0)
+
+    def _with_overhead(self, cost: StepCost, prefills: bool) -> StepCost:
+        """``cost`` plus the prefill step overhead when the step prefills."""
+        if not prefills or not self.prefill_step_overhead_s:
+            return cost
+        return StepCost(seconds=cost.seconds + self.prefill_step_overhead_s,
+                        breakdown={**cost.breakdown,
+                                   "prefill_overhead": self.prefill_step_overhead_s})
 
     def step_seconds(self, batch: StepBatch) -> float:
         """``step(batch).seconds`` without the breakdown (see ``AnalyticOracle.step_seconds``)."""
@@ -330,10 +382,11 @@ class CalibratedOracle:
         if not self.calibrated:
             return whole
         rd, rp = self._scales(batch)
+        extra = self.prefill_step_overhead_s if batch.prefill_tokens.size else 0.0
         if rp is None:
-            return rd * whole
+            return rd * whole + extra
         dec = self.analytic.step_seconds(_decode_part(batch))
-        return rd * dec + rp * (whole - dec)
+        return rd * dec + rp * (whole - dec) + extra
 
     def step_group(self, batches: list[StepBatch]) -> StepCost:
         """Lockstep attention-DP ranks: the analytic group step, transported like one step of
@@ -342,7 +395,8 @@ class CalibratedOracle:
         whole = self.analytic.step_group(batches)
         if not self.calibrated:
             return whole
-        if any(b.prefill_tokens.size for b in batches):
+        prefills = any(b.prefill_tokens.size for b in batches)
+        if prefills:
             combined = StepBatch(
                 prefill_tokens=np.concatenate([b.prefill_tokens for b in batches]),
                 prefill_resident=np.concatenate([b.prefill_resident for b in batches]),
@@ -352,8 +406,9 @@ class CalibratedOracle:
             ratio = self.prefill_ratio(combined)
         else:
             ratio = self.decode_ratio(sum(b.n_decode for b in batches), batches[0].width)
-        return StepCost(seconds=ratio * whole.seconds,
-                        breakdown={k: ratio * v for k, v in whole.breakdown.items()})
+        return self._with_overhead(
+            StepCost(seconds=ratio * whole.seconds,
+                     breakdown={k: ratio * v for k, v in whole.breakdown.items()}), prefills)
 
     def decode_steps(self, ctx0: np.ndarray, steps: int, advance: float, width: int) -> np.ndarray:
         times = self.analytic.decode_steps(ctx0, steps, advance, width)
@@ -406,6 +461,12 @@ class CalibratedOracle:
                "decode_ratio": table}
         if self._frontend_modelled:
             out["prefill_slope"] = round(self.prefill_slope, 4)
+            if self._stall_points:
+                out["prefill_step_overhead_ms"] = round(self.prefill_step_overhead_s * 1e3, 2)
+                out["prefill_stalls"] = [
+                    {"isl": int(isl), "stall_per_prefill_ms": round(st * 1e3, 2),
+                     "analytic_prefill_ms": round(pf * 1e3, 2)}
+                    for isl, st, pf in self._stall_points]
             out["frontend_latency_ms"] = round(self.frontend_latency_s * 1e3, 2)
             if self._latency_table is not None:
                 logc, lat = self._latency_table
@@ -415,7 +476,8 @@ class CalibratedOracle:
             out["prefill_fit"] = [
                 {"isl": int(r.isl), "concurrency": r.clients, "ttft_ms": round(r.ttft * 1e3, 2),
                  "analytic_prefill_ms": round(r.prefill * 1e3, 2),
-                 "queue_ms": round(r.queue(self.prefill_slope, self.frontend_latency_s) * 1e3, 2),
+                 "queue_ms": round(r.queue(self.prefill_slope, self.frontend_latency_s,
+                                           self.prefill_step_overhead_s) * 1e3, 2),
                  "wait_ms": round(r.wait * 1e3, 2)}
                 for r in self.prefill_points]
         return out
@@ -427,6 +489,9 @@ EXTRAPOLATION_LIMIT = 1.5
 # factor of each other: the shipped groups that mix 1k/1k with 1k/8k rows (contexts about
 # 1.5k and 5k) extrapolated their cross-shape trend to 18-36% TPOT errors (docs/anchors.md).
 TREND_CONTEXT_SPAN = 2.0
+# A decode stall (mean TPOT over median ITL) below this share of TPOT is not read as prefill
+# time: the ITL distribution's own skew puts the median that far below the mean.
+STALL_MIN_SHARE = 0.05
 # The fitted prefill slope (measured over analytic engine time) is kept within these bounds: a
 # fit outside them says more about the probe's noise than about the prefill.
 PREFILL_SLOPE_LIMITS = (0.25, 8.0)
@@ -443,15 +508,16 @@ class _TtftRow:
     clients: int        # closed-loop concurrency
     decode_s: float     # a request's decode phase: (OSL - 1) x measured TPOT (inf: unknown)
 
-    def sojourn(self, slope: float, latency: float) -> float:
-        return closed_loop_sojourn(slope * self.prefill, self.clients, latency + self.decode_s)
+    def sojourn(self, slope: float, latency: float, overhead: float = 0.0) -> float:
+        return closed_loop_sojourn(slope * self.prefill + overhead, self.clients,
+                                   latency + self.decode_s)
 
-    def queue(self, slope: float, latency: float) -> float:
-        return self.sojourn(slope, latency) - slope * self.prefill
+    def queue(self, slope: float, latency: float, overhead: float = 0.0) -> float:
+        return self.sojourn(slope, latency, overhead) - slope * self.prefill - overhead
 
-    def excess(self, slope: float, latency: float) -> float:
+    def excess(self, slope: float, latency: float, overhead: float = 0.0) -> float:
         """The TTFT the model does not explain: time outside the engine."""
-        return self.ttft - self.wait - self.sojourn(slope, latency)
+        return self.ttft - self.wait - self.sojourn(slope, latency, overhead)
 
 
 def closed_loop_sojourn(service: float, clients: int, away: float) -> float:
@@ -504,13 +570,12 @@ def _fit_ttft(rows: list[_TtftRow], fit_slope: bool = True) -> tuple[float, floa
     return slope, _latency_at(rows, slope)
 
 
-def _latency_at(rows: list[_TtftRow], slope: float) -> float:
+def _latency_at(rows: list[_TtftRow], slope: float, overhead: float = 0.0) -> float:
     """The latency that best fits the rows at ``slope`` (>= 0). It also lengthens each
     client's time away, so it is found by a few fixed-point passes."""
     latency = 0.0
     for _ in range(4):
-        latency = max(0.0, float(np.mean([r.ttft - r.wait - r.sojourn(slope, latency)
-                                          for r in rows])))
+        latency = max(0.0, float(np.mean([r.excess(slope, latency, overhead) for r in rows])))
     return latency
 
 
