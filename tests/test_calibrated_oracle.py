@@ -4,6 +4,8 @@ with the target's KV width")."""
 
 from __future__ import annotations
 
+import math
+
 import attrs
 import numpy as np
 import pytest
@@ -13,6 +15,8 @@ from inferasim.anchors.store import AnchorStore
 from inferasim.config.catalog import REPO_ROOT
 from inferasim.config.loader import load_scenario
 from inferasim.cost.calibrated import (
+    LATENCY_EXPONENT_MAX,
+    LATENCY_LOAD_EXPONENT,
     CalibratedOracle,
     _analytic_prefill_seconds,
     closed_loop_sojourn,
@@ -334,11 +338,29 @@ def test_frontend_latency_grows_with_the_load_the_anchors_measured_it_at(scenari
     for conc, value in excess.items():
         assert oracle.frontend_latency(conc) == pytest.approx(value, rel=1e-9)
     assert excess[4] < oracle.frontend_latency(8) < excess[16] < excess[64]
-    # flat past the measured loads: no trend is carried into the unmeasured
-    assert oracle.frontend_latency(1) == pytest.approx(excess[4])
-    assert oracle.frontend_latency(512) == pytest.approx(excess[64])
+    # past the measured loads the end segment's power law goes on (its exponent clipped)
+    low = math.log(excess[16] / excess[4]) / math.log(4)
+    high = min(math.log(excess[64] / excess[16]) / math.log(4), LATENCY_EXPONENT_MAX)
+    assert 0 < low and 0 < high
+    assert oracle.frontend_latency(1) == pytest.approx(excess[4] * 0.25 ** low)
+    assert oracle.frontend_latency(512) == pytest.approx(excess[64] * 8 ** high)
     by_conc = oracle.calibration["frontend_latency_ms_by_concurrency"]
     assert sorted(by_conc) == [4, 16, 64]
+
+
+def test_one_measured_load_extrapolates_the_latency_by_the_prior_exponent(scenario):
+    # one anchor at c512 with 3 s of TTFT must not put 3 s on every request at c4
+    records = [record(512, 0.03, ttft=3.0), record(256, 0.025)]
+    oracle = CalibratedOracle(scenario, AnchorStore(records))
+    at512 = oracle.frontend_latency(512)
+    assert at512 > 2.5
+    assert oracle.frontend_latency(4) == pytest.approx(
+        at512 * (4 / 512) ** LATENCY_LOAD_EXPONENT, rel=1e-9)
+    assert oracle.frontend_latency(4) < 0.5 * at512
+    # a latency that falls with the load is not extrapolated downward: held flat
+    falling = CalibratedOracle(scenario, AnchorStore(
+        [record(4, 0.011, ttft=0.30), record(16, 0.015, ttft=0.20)]))
+    assert falling.frontend_latency(64) == pytest.approx(falling.frontend_latency(16))
 
 
 def test_a_self_contradicting_anchor_does_not_calibrate(scenario):

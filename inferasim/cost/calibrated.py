@@ -109,6 +109,7 @@ class CalibratedOracle:
         # end-to-end latency carry it, the engine does not): 0 unless the prefill fit found it.
         self.frontend_latency_s = 0.0
         self._latency_table: tuple[np.ndarray, np.ndarray] | None = None
+        self._latency_memo: dict[int, float] = {}
         self.result = anchors
         if self.result is None and store is not None:
             self.result = store.for_target(scenario)
@@ -289,8 +290,9 @@ class CalibratedOracle:
 
     def frontend_latency(self, in_flight: int) -> float:
         """Seconds a request spends outside the engine with ``in_flight`` requests (itself
-        included) open: the anchors' latency interpolated in log concurrency, flat past the
-        measured ones (0 when no anchor gave a TTFT).
+        included) open: the anchors' latency interpolated in log concurrency; past the
+        measured loads a power law in concurrency (``_latency_at_load``); 0 when no anchor
+        gave a TTFT.
 
         It is carried to a target ISL the probe does not cover: it is time per request, not
         per prompt token. A public DeepSeek-R1-0528 sweep on SGLang (16 x H100, one client)
@@ -300,8 +302,11 @@ class CalibratedOracle:
             return 0.0
         if self._latency_table is None:
             return self.frontend_latency_s
-        logc, lat = self._latency_table
-        return float(np.interp(math.log(max(1, in_flight)), logc, lat))
+        n = max(1, int(in_flight))
+        value = self._latency_memo.get(n)
+        if value is None:
+            value = self._latency_memo[n] = _latency_at_load(math.log(n), *self._latency_table)
+        return value
 
     # -- ratios ---------------------------------------------------------------------------
     def _table(self, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -577,6 +582,31 @@ def _latency_at(rows: list[_TtftRow], slope: float, overhead: float = 0.0) -> fl
     for _ in range(4):
         latency = max(0.0, float(np.mean([r.excess(slope, latency, overhead) for r in rows])))
     return latency
+
+
+# Past the measured loads the frontend latency follows latency ~ concurrency^k: k is the end
+# segment's own exponent (clipped to 0..LATENCY_EXPONENT_MAX) or, with one measured load,
+# LATENCY_LOAD_EXPONENT, the median log-log slope of the shipped InferenceMAX groups' latency
+# tables (26 groups, 0.04-0.54 but for one broken row; docs/anchors.md). Held flat, one
+# anchor at c512 (3 s of TTFT) put 3 s on every request of a c4 replay.
+LATENCY_LOAD_EXPONENT = 0.17
+LATENCY_EXPONENT_MAX = 0.5
+
+
+def _latency_at_load(x: float, logc: np.ndarray, lat: np.ndarray) -> float:
+    """The frontend latency at log concurrency ``x``: interpolated inside the measured loads,
+    a power law past them (see LATENCY_LOAD_EXPONENT)."""
+    if logc.size > 1 and logc[0] <= x <= logc[-1]:
+        return float(np.interp(x, logc, lat))
+    i, j = (0, 1) if x < logc[0] else (-2, -1)
+    end = lat[i] if x < logc[0] else lat[j]
+    exponent = LATENCY_LOAD_EXPONENT
+    if logc.size > 1:
+        exponent = 0.0
+        if lat[i] > 0 and lat[j] > 0:
+            exponent = math.log(lat[j] / lat[i]) / (logc[j] - logc[i])
+        exponent = min(max(exponent, 0.0), LATENCY_EXPONENT_MAX)
+    return float(end * math.exp(exponent * (x - (logc[i] if x < logc[0] else logc[j]))))
 
 
 def _decode_part(batch: StepBatch) -> StepBatch:
