@@ -41,8 +41,10 @@ bare forward pass (design.md, behaviour.md 3 "Transport by the whole step").
   concurrency and read at the number of requests open when one is sent. The InferenceMAX
   SGLang rows need this split: their median TTFT at ISL 1024 is 100-450 ms, nearly flat in
   concurrency, while a 1k-token prefill of DeepSeek-R1 on eight GPUs is 20-40 ms of engine
-  time; priced as engine time it would stall the decodes by more than the measured TPOT
-  allows.
+  time; priced as engine time whole it would stall the decodes by more than the measured TPOT
+  allows. The decode stalls (above) say how much of it is engine time where the rows show
+  them: on the AMD rows, most of it. Past the measured loads the latency follows a power law
+  in concurrency (``_latency_at_load``).
 - A mixed step is ``r_decode x D + r_prefill x (T - D)``: ``T`` the target's whole analytic
   step, ``D`` the same step without its prefill chunks.
 
