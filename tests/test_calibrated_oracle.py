@@ -299,6 +299,7 @@ def test_decode_stalls_price_an_engine_overhead_per_prefilling_step(scenario):
     cal = oracle.calibration
     assert cal["prefill_step_overhead_ms"] == pytest.approx(expected * 1e3, abs=0.01)
     assert len(cal["prefill_stalls"]) == 2
+    assert f"each prefill step +{expected * 1e3:.0f} ms" in cal["note"]
     # every step that prefills pays it, decode-only steps do not
     prefill = _lone_prompt(1024.0)
     cost = oracle.step(prefill)

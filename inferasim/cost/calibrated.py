@@ -460,6 +460,9 @@ class CalibratedOracle:
             carried = f" (frontend latency carried from the TTFTs at ISL {isls})"
             notes.append(f"the TTFT beyond the analytic prefill at ISL {isls} is time outside "
                          "the engine, per request, and is carried to the target's ISL")
+        if self.prefill_step_overhead_s:
+            carried += (f"; each prefill step +{self.prefill_step_overhead_s * 1e3:.0f} ms "
+                        "(read from the decode stalls)")
         note = (f"{len(used)} anchor(s), decode ratio {min(table.values()):.3g}-"
                 f"{max(table.values()):.3g} over concurrency {lo}-{hi} ({ends}); "
                 f"prefill {prefill}{carried}" + ("; build crossed" if crossed else ""))
