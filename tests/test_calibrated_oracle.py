@@ -326,6 +326,24 @@ def test_a_coalesced_stream_gives_no_stall_reading(scenario):
     assert "prefill_step_overhead_ms" not in oracle.calibration
 
 
+def test_a_step_read_from_tpot_leaves_out_the_stalls_the_replay_simulates(scenario):
+    # a coalesced stream (median ITL far above TPOT): the step is read from mean TPOT, which
+    # carries the other clients' prefills; the replay prices those prefills again
+    records = [_stalled(16, 0.080, 0.024, 0.20), _stalled(64, 0.120, 0.038, 0.25)]
+    oracle = CalibratedOracle(scenario, AnchorStore(records))
+    lone = _lone_prefill(oracle, ISL)
+    for point, r in zip(oracle.points, records, strict=True):
+        m, c = r.measurements, r.workload.concurrency
+        life = 1023 * m.tpot_mean_s
+        stall = (c - 1) * life / (life + m.ttft_median_s) * lone / 1023
+        assert point.measured_s == pytest.approx(m.tpot_mean_s - stall, rel=1e-9)
+        assert 0 < stall < 0.2 * m.tpot_mean_s
+    # a step read from the median ITL has no stall in it: taken as measured
+    itl = CalibratedOracle(scenario, AnchorStore([_stalled(16, 0.020, 0.024, 0.20),
+                                                  _stalled(64, 0.030, 0.038, 0.25)]))
+    assert [p.measured_s for p in itl.points] == [0.020, 0.030]
+
+
 def test_frontend_latency_grows_with_the_load_the_anchors_measured_it_at(scenario):
     records = [record(4, 0.011, ttft=0.15), record(16, 0.015, ttft=0.25),
                record(64, 0.026, ttft=0.60)]

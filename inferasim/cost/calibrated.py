@@ -156,7 +156,7 @@ class CalibratedOracle:
         spec_target = self.scenario.speculative.method != "none"
         skipped_open, kv_assumed = [], False
         for record in usable:
-            step, _basis = record.decode_step
+            step, basis = record.decode_step
             w, reg = record.workload, record.regime
             if step is None or w.concurrency is None or w.concurrency < 1:
                 skipped_open.append(record.id)
@@ -176,6 +176,11 @@ class CalibratedOracle:
             if self.rank_level:
                 batch = max(1, math.ceil(batch / oracle.scenario.parallel.dp_attention))
             measured = float(step)
+            if "tpot" in (basis or "") and w.osl > 1 and reg.spec_method in (None, "none"):
+                # A step read from TPOT carries the stalls the other clients' prefills caused,
+                # which the replay simulates again; speculative rows are left as they are
+                # (docs/anchors.md: taking them out there moved two MTP groups the wrong way).
+                measured -= self._modelled_stall(record, oracle, measured)
             if spec_target or (reg.spec_method not in (None, "none")):
                 # Mean TPOT is seconds per emitted token; a verify step emits accept_length.
                 accept = record.measurements.accept_length or self._advance
@@ -189,6 +194,16 @@ class CalibratedOracle:
                 "anchors do not record their KV dtype (skipped): read as the target's "
                 f"{self.scenario.kv_dtype}; the KV delta to the target's context and batch is "
                 "priced at that width")
+
+    def _modelled_stall(self, record, oracle: AnalyticOracle, tpot: float) -> float:
+        """Seconds per output token the other clients' prefills add to a TPOT, as the replay
+        prices them (the analytic lone prefill of each prompt that arrives during a request's
+        decode), at most half the TPOT."""
+        w = record.workload
+        life = (w.osl - 1) * tpot
+        arrivals = (w.concurrency - 1) * life / (life + (record.ttft_s or 0.0))
+        stall = arrivals * _analytic_prefill_seconds(oracle, int(w.isl)) / (w.osl - 1)
+        return min(stall, 0.5 * tpot)
 
     def _fit_prefill(self, usable, fit_slope: bool = True) -> None:
         """``TTFT = latency + sojourn(slope x prefill(isl)) + wait`` fitted to the
