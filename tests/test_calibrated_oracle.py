@@ -344,6 +344,29 @@ def test_a_step_read_from_tpot_leaves_out_the_stalls_the_replay_simulates(scenar
     assert [p.measured_s for p in itl.points] == [0.020, 0.030]
 
 
+def test_clients_beyond_the_running_slots_wait_for_one_and_it_is_not_latency(scenario):
+    # 64 clients, 48 running slots: each round, 16 clients wait for a slot
+    def capped(conc: int, ttft: float) -> AnchorRecord:
+        return AnchorRecord.from_dict({
+            "id": f"t-capped-c{conc}", "provenance": {"source": "test"},
+            "regime": {"model": "deepseek-r1", "engine": "sglang", "gpu": "mi355x",
+                       "weight_dtype": "fp8", "spec_method": "none", "tp": 8, "ep": 1,
+                       "dp_attention": 1, "num_gpus": 8, "max_num_seqs": 48},
+            "workload": {"isl": ISL, "osl": 1024, "concurrency": conc},
+            "measurements": {"itl_median_s": 0.013, "tpot_mean_s": 0.0137,
+                             "ttft_median_s": ttft},
+        })
+    records = [capped(32, 0.12), capped(64, 4.34)]
+    oracle = CalibratedOracle(scenario, AnchorStore(records))
+    # the decode batch is the slots, not the clients
+    assert sorted(p.batch for p in oracle.points) == [32, 48]
+    decode = 1023 * 0.0137
+    low, high = (oracle._ttft_row(r) for r in records)
+    assert high.wait - low.wait == pytest.approx(decode * (64 / 48 - 1), rel=0.05)
+    # so the c64 row's 4.3 s is not read as 4 s of frontend latency
+    assert oracle.frontend_latency(64) < 0.5
+
+
 def test_frontend_latency_grows_with_the_load_the_anchors_measured_it_at(scenario):
     records = [record(4, 0.011, ttft=0.15), record(16, 0.015, ttft=0.25),
                record(64, 0.026, ttft=0.60)]

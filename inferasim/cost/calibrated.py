@@ -170,9 +170,8 @@ class CalibratedOracle:
             if reg.kv_dtype is None:
                 kv_assumed = True
             replicas = reg.replicas or 1
-            cap = (reg.max_num_seqs or self.scenario.engine.max_num_seqs) \
-                * oracle.scenario.parallel.dp_attention
-            batch = max(1, min(int(round(w.concurrency / replicas)), cap))
+            batch = max(1, min(int(round(w.concurrency / replicas)),
+                               self._running_cap(record, oracle)))
             if self.rank_level:
                 batch = max(1, math.ceil(batch / oracle.scenario.parallel.dp_attention))
             measured = float(step)
@@ -282,9 +281,16 @@ class CalibratedOracle:
                         _analytic_prefill_seconds(oracle, int(w.isl))))
         return out
 
+    def _running_cap(self, record, oracle: AnalyticOracle) -> int:
+        """Requests the anchor's deployment ran at once per replica: its recorded limit, else
+        the target engine's, over every attention-DP rank."""
+        limit = record.regime.max_num_seqs or self.scenario.engine.max_num_seqs
+        return int(limit) * oracle.scenario.parallel.dp_attention
+
     def _ttft_row(self, record) -> _TtftRow:
         """An anchor's TTFT with the parts the model explains: its analytic lone prefill, the
-        wait behind the decode step in flight, and the closed loop its prompts queue in."""
+        wait behind the decode step in flight, the closed loop its prompts queue in, and the
+        wait for a running slot when it had more clients than slots."""
         oracle, _ = self._anchor_oracle(record)
         w = record.workload
         isl = int(w.isl)
@@ -298,7 +304,14 @@ class CalibratedOracle:
                 StepBatch(decode_context=np.full(others, ctx), width=self.width)).seconds
         tpot = record.measurements.tpot_mean_s or record.measurements.tpot_median_s
         decode_s = max(0, w.osl - 1) * tpot if tpot else math.inf
-        return _TtftRow(float(isl), float(record.ttft_s), prefill, wait, clients, decode_s)
+        slots = self._running_cap(record, oracle) * (record.regime.replicas or 1)
+        slot_wait = 0.0
+        if clients > slots and math.isfinite(decode_s):
+            # every slot turns over once per decode; each client's round then takes
+            # clients / slots of them, and the rest of it is spent waiting for a slot
+            slot_wait = decode_s * (clients / slots - 1.0)
+        return _TtftRow(float(isl), float(record.ttft_s), prefill, wait + slot_wait, clients,
+                        decode_s)
 
     @property
     def frontend_modelled(self) -> bool:
@@ -529,7 +542,7 @@ class _TtftRow:
     isl: float
     ttft: float
     prefill: float      # analytic lone prefill, in the engine's chunks
-    wait: float         # half a decode step of the other clients (the step in flight)
+    wait: float         # half a decode step of the others (the step in flight), + slot wait
     clients: int        # closed-loop concurrency
     decode_s: float     # a request's decode phase: (OSL - 1) x measured TPOT (inf: unknown)
 
