@@ -97,6 +97,7 @@ class CalibratedOracle:
         spec = scenario.speculative
         self._advance = spec.tokens_per_step
         self._oracles: dict[tuple, AnalyticOracle] = {}
+        self._lone_prefills: dict[tuple, float] = {}
         self._ratio_cache: dict[tuple[int, int], float] = {}
         self._notes: list[str] = []
         self.points: list[AnchorPoint] = []
@@ -152,6 +153,16 @@ class CalibratedOracle:
             self._oracles[key] = self._analytic(sc)
         return self._oracles[key], key
 
+    def _lone_prefill(self, record) -> float:
+        """The analytic lone prefill of the anchor's prompt in its own regime, remembered per
+        regime and ISL: the decode, stall and TTFT readings all ask it."""
+        oracle, key = self._anchor_oracle(record)
+        memo = (key, int(record.workload.isl))
+        seconds = self._lone_prefills.get(memo)
+        if seconds is None:
+            seconds = self._lone_prefills[memo] = _analytic_prefill_seconds(oracle, memo[1])
+        return seconds
+
     def _collect(self, usable) -> None:
         spec_target = self.scenario.speculative.method != "none"
         skipped_open, kv_assumed = [], False
@@ -179,7 +190,7 @@ class CalibratedOracle:
                 # A step read from TPOT carries the stalls the other clients' prefills caused,
                 # which the replay simulates again; speculative rows are left as they are
                 # (docs/anchors.md: taking them out there moved two MTP groups the wrong way).
-                measured -= self._modelled_stall(record, oracle, measured)
+                measured -= self._modelled_stall(record, measured)
             if spec_target or (reg.spec_method not in (None, "none")):
                 # Mean TPOT is seconds per emitted token; a verify step emits accept_length.
                 accept = record.measurements.accept_length or self._advance
@@ -194,14 +205,12 @@ class CalibratedOracle:
                 f"{self.scenario.kv_dtype}; the KV delta to the target's context and batch is "
                 "priced at that width")
 
-    def _modelled_stall(self, record, oracle: AnalyticOracle, tpot: float) -> float:
+    def _modelled_stall(self, record, tpot: float) -> float:
         """Seconds per output token the other clients' prefills add to a TPOT, as the replay
         prices them (the analytic lone prefill of each prompt that arrives during a request's
         decode), at most half the TPOT."""
-        w = record.workload
-        life = (w.osl - 1) * tpot
-        arrivals = (w.concurrency - 1) * life / (life + (record.ttft_s or 0.0))
-        stall = arrivals * _analytic_prefill_seconds(oracle, int(w.isl)) / (w.osl - 1)
+        stall = _arrivals_during_decode(record, tpot) * self._lone_prefill(record) \
+            / (record.workload.osl - 1)
         return min(stall, 0.5 * tpot)
 
     def _fit_prefill(self, usable, fit_slope: bool = True) -> None:
@@ -274,11 +283,8 @@ class CalibratedOracle:
             gap = m.tpot_mean_s - m.itl_median_s
             if gap < STALL_MIN_SHARE * m.tpot_mean_s:
                 continue
-            life = (w.osl - 1) * m.tpot_mean_s
-            arrivals = (conc - 1) * life / (life + record.ttft_s)
-            oracle, _ = self._anchor_oracle(record)
-            out.append((float(w.isl), gap * (w.osl - 1) / arrivals,
-                        _analytic_prefill_seconds(oracle, int(w.isl))))
+            stall = gap * (w.osl - 1) / _arrivals_during_decode(record, m.tpot_mean_s)
+            out.append((float(w.isl), stall, self._lone_prefill(record)))
         return out
 
     def _running_cap(self, record, oracle: AnalyticOracle) -> int:
@@ -294,7 +300,7 @@ class CalibratedOracle:
         oracle, _ = self._anchor_oracle(record)
         w = record.workload
         isl = int(w.isl)
-        prefill = _analytic_prefill_seconds(oracle, isl)
+        prefill = self._lone_prefill(record)
         clients = max(1, int(w.concurrency or 1))
         others = clients - 1
         wait = 0.0
@@ -685,6 +691,14 @@ def _ratio_at(x: float, xs: np.ndarray, ratios: np.ndarray,
     x_end = xs[i] if x < xs[0] else xs[j]
     bound = math.log(EXTRAPOLATION_LIMIT)
     return float(np.exp(end + float(np.clip(slope * (x - x_end), -bound, bound))))
+
+
+def _arrivals_during_decode(record, tpot: float) -> float:
+    """Prompts the other clients of a closed-loop anchor send while one request decodes: each
+    sends one per round of TTFT + decode, the decode being ``(OSL - 1) x tpot``."""
+    w = record.workload
+    life = (w.osl - 1) * tpot
+    return (w.concurrency - 1) * life / (life + (record.ttft_s or 0.0))
 
 
 def _analytic_prefill_seconds(oracle: AnalyticOracle, isl: int) -> float:
