@@ -64,6 +64,18 @@ def test_inferencemax_nvidia_fp4_is_nvfp4_and_sglang_nvidia_reads_tpot():
     assert dpa and all(r.regime.dp_attention == r.regime.tp for r in dpa)
 
 
+def test_inferencemax_b200_sglang_rows_carry_the_recipe_receive_interval():
+    """The InferenceX B200 SGLang recipe reads new requests every 10 decode steps below 16
+    clients and every 30 from 16 on; other engines and parts are left unknown."""
+    records = import_inferencemax(IMAX / "benchmarks_flat.csv")
+    b200 = [r for r in records if r.regime.gpu == "b200" and r.regime.engine == "sglang"]
+    assert {r.workload.concurrency < 16 for r in b200} == {True, False}
+    for r in b200:
+        assert r.regime.scheduler_recv_interval == (10 if r.workload.concurrency < 16 else 30)
+    others = [r for r in records if r not in b200]
+    assert others and all(r.regime.scheduler_recv_interval is None for r in others)
+
+
 def test_inferencemax_json_and_history_and_disagg_option():
     from_json = import_inferencemax(IMAX / "inferencex_app_fixture_benchmarks.json")
     from_csv = import_inferencemax(IMAX / "benchmarks_flat.csv")

@@ -182,6 +182,11 @@ def test_parallel_layout_from_server_args():
                                          "speculative_algorithm": None}, "sglang")
     assert (sglang["tp"], sglang["replicas"], sglang["num_gpus"]) == (4, 2, 8)
     assert sglang["spec_method"] == "none"
+    assert "scheduler_recv_interval" not in sglang   # not given: unknown, not 1
+    launched = nz.regime_from_server_args(nz.parse_server_command(
+        "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-R1-0528 --tp 8 "
+        "--scheduler-recv-interval 30 --max-running-requests 128"), "sglang")
+    assert (launched["scheduler_recv_interval"], launched["max_num_seqs"]) == (30, 128)
 
 
 def test_speculative_names_stay_apart():

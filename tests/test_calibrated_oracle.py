@@ -486,3 +486,23 @@ def test_trend_past_the_sweep_is_held_flat_between_anchors_of_different_context(
     assert (1024 + 8192 / 2) / (1024 + 1024 / 2) > TREND_CONTEXT_SPAN
     assert "held flat" in mixed.calibration["note"]
     assert "held flat" not in same.calibration["note"]
+
+
+def test_the_wait_for_the_schedulers_next_read_is_taken_out_of_the_latency(scenario):
+    """An anchor served with SGLang's receive interval N waited, on average, for the step in
+    flight and (N - 1) / 2 more decode steps before its prompt was read: that engine-side wait
+    is in the TTFT row, not in the frontend latency carried to the target."""
+    def with_interval(r: AnchorRecord, every: int | None) -> AnchorRecord:
+        return attrs.evolve(r, regime=attrs.evolve(r.regime, scheduler_recv_interval=every))
+
+    ttft = {4: 0.30, 16: 0.45, 64: 0.80}
+    base = [record(c, s, ttft=ttft[c]) for c, s in MEASURED.items()]
+    plain = CalibratedOracle(scenario, AnchorStore(base))
+    polled = CalibratedOracle(scenario, AnchorStore([with_interval(r, 30) for r in base]))
+    for r in base:
+        row, row30 = plain._ttft_row(r), polled._ttft_row(with_interval(r, 30))
+        half_step = row.wait  # half a decode step of the other clients: the step in flight
+        assert half_step > 0
+        assert row30.wait == pytest.approx(30 * half_step, rel=1e-9)
+    for c in ttft:
+        assert polled.frontend_latency(c) < plain.frontend_latency(c)

@@ -240,3 +240,52 @@ def test_router_reads_each_instance_mid_macro_step_as_step_by_step(engine, monke
     exact_seen, macro_seen = seen[: len(seen) // 2], seen[len(seen) // 2:]
     assert exact_seen == macro_seen
     assert any(ev > 0 for *_, ev, _ in exact_seen)  # the pool was tight: growth evicted
+
+
+@pytest.mark.parametrize("every", [3, 30])
+def test_scheduler_recv_interval_macro_steps_equal_exact_steps(every):
+    """SGLang's receive interval: requests sent while the batch decodes are read only at the
+    next read (every ``every`` decode steps, or after a prefill step); macro-steps are cut
+    there and end as the step-exact mode does, for closed and open loops."""
+    for load in (["workload.concurrency=12", "workload.duration_s=120"],
+                 ["workload.format=random", "workload.isl=2048", "workload.osl=256",
+                  "workload.rate=1.5", "workload.duration_s=200"]):
+        _, macro = _exact_and_macro([*load, "engine.name=sglang",
+                                     f"engine.scheduler_recv_interval={every}"])
+        assert macro.engines[0].stats.macro_steps > 0
+
+
+def _late_admission(every: int) -> tuple[float, float, int]:
+    """One request decoding alone, a second sent between reads: (its wait for admission,
+    the decode step, the decode steps left to the next read when it was sent)."""
+    env, eng, _, log = rig("engine.name=sglang", f"engine.scheduler_recv_interval={every}")
+    first = log.new(spec(0, 2000, out=400))
+    eng.submit(first)           # idle: read at once
+    env.run(until=1.0)
+    assert first.first_token < 1.0 and len(eng.decoding) == 1
+    step = eng.oracle.step_seconds(eng.batch(eng.form_step(env.now)))
+    env.run(until=env.now + 3.5 * step)   # mid-step, a few steps past the last read
+    late = log.new(spec(1, 1000, out=4))
+    sent = env.now
+    to_read = every - eng._recv_count
+    eng.submit(late)
+    if every > 1:
+        assert late in eng.inbox and late not in eng.waiting
+    env.run(until=sent + 60 * step)
+    return late.admitted - sent, step, to_read
+
+
+def test_scheduler_recv_interval_holds_a_request_sent_mid_decode_until_the_next_read():
+    wait_every_step, step, _ = _late_admission(1)
+    assert wait_every_step <= 1.01 * step          # read after the step in flight
+    for every in (10, 30):
+        wait, step, to_read = _late_admission(every)
+        # read once the steps left to the interval have run, the one in flight included
+        assert (to_read - 1) * step < wait <= 1.01 * to_read * step
+        assert wait > 1.01 * step or to_read == 1
+
+
+def test_scheduler_recv_interval_is_refused_outside_sglang_and_with_attention_dp():
+    from inferasim.config.errors import ConfigError
+    with pytest.raises(ConfigError, match="engine.scheduler_recv_interval"):
+        load_scenario(None, ["engine.name=vllm", "engine.scheduler_recv_interval=10"])

@@ -583,6 +583,9 @@ def regime_from_server_args(args: Mapping[str, Any], engine: str | None = None) 
     seqs = _as_int(_arg(args, "max_num_seqs", "max_running_requests"))
     if seqs:
         out["max_num_seqs"] = seqs
+    recv = _as_int(_arg(args, "scheduler_recv_interval"))
+    if recv:
+        out["scheduler_recv_interval"] = recv
     model = _arg(args, "model", "model_path")
     if isinstance(model, str):
         out["model"] = model_name(model)

@@ -43,8 +43,8 @@ class Provenance:
 @attrs.frozen
 class Regime:
     """The deployment measured. Regime-defining axes are listed in ``regime.REGIME_AXES``;
-    ``attention_backend`` (the raw flag), ``page_size``, ``max_num_seqs``, ``num_gpus`` and
-    ``replicas`` are recorded for reference."""
+    ``attention_backend`` (the raw flag), ``page_size``, ``max_num_seqs``,
+    ``scheduler_recv_interval``, ``num_gpus`` and ``replicas`` are recorded for reference."""
 
     model: str | None = None
     engine: str | None = None
@@ -63,6 +63,8 @@ class Regime:
     dcp: int | None = None
     page_size: int | None = None
     max_num_seqs: int | None = None
+    # SGLang ``--scheduler-recv-interval`` (decode steps between reads of new requests).
+    scheduler_recv_interval: int | None = None
     # GPUs the whole measurement ran on (divides server-wide throughput).
     num_gpus: int | None = None
     # Data-parallel replicas behind one endpoint (the client's concurrency is split over them).

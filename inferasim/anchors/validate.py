@@ -219,6 +219,9 @@ def anchor_workload(base: Scenario, record: AnchorRecord, *,
     engine = attrs.evolve(base.engine, version="")
     if reg.max_num_seqs:
         engine = attrs.evolve(engine, max_num_seqs=int(reg.max_num_seqs))
+    if engine.name.endswith("sglang") and (reg.dp_attention or 1) == 1:
+        engine = attrs.evolve(engine,
+                              scheduler_recv_interval=int(reg.scheduler_recv_interval or 1))
     par = base.parallel
     parallel = ParallelSpec(tp=reg.tp or par.tp, ep=reg.ep or par.ep,
                             dp_attention=reg.dp_attention or par.dp_attention,

@@ -52,6 +52,17 @@ def resolve(data: dict[str, Any], origins: dict[str, str], path: str, *,
                         model=model, gpu=gpu, engine=engine, parallel=spec.parallel,
                         speculative=spec.speculative, workload=spec.workload, sim=spec.sim,
                         topology=spec.topology)
+    if engine.scheduler_recv_interval > 1:
+        if not engine.name.endswith("sglang"):
+            raise ConfigError(f"a scheduler receive interval is SGLang's; {engine.name} reads "
+                              "new requests every step (expected 1)",
+                              file=_origin(origins, "engine.scheduler_recv_interval", path),
+                              key="engine.scheduler_recv_interval")
+        if spec.parallel.dp_attention > 1:
+            raise ConfigError("a scheduler receive interval above 1 is not modelled with "
+                              "attention-DP ranks (expected 1, or parallel.dp_attention 1)",
+                              file=_origin(origins, "engine.scheduler_recv_interval", path),
+                              key="engine.scheduler_recv_interval")
     # Imported here: the layout checks live with the memory math they depend on.
     from inferasim.arch.layout import check_layout
 

@@ -49,6 +49,10 @@ class EngineSpec:
     page_size: int = attrs.field(default=16, metadata=at_least(1))
     max_num_seqs: int = attrs.field(default=1024, metadata=at_least(1))
     max_num_batched_tokens: int = attrs.field(default=8192, metadata=at_least(1))
+    # SGLang ``--scheduler-recv-interval``: busy with decode steps, the scheduler reads new
+    # requests only every this many steps (at once after a prefill step or when idle); 1 =
+    # every step, as vLLM and ATOM do.
+    scheduler_recv_interval: int = attrs.field(default=1, metadata=at_least(1))
     chunked_prefill_size: int = attrs.field(default=8192, metadata=at_least(1))
     # The pool the engine really allocated (tokens); overrides the memory model.
     kv_pool_tokens: int | None = attrs.field(default=None, metadata=at_least(1))

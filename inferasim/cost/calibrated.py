@@ -295,8 +295,9 @@ class CalibratedOracle:
 
     def _ttft_row(self, record) -> _TtftRow:
         """An anchor's TTFT with the parts the model explains: its analytic lone prefill, the
-        wait behind the decode step in flight, the closed loop its prompts queue in, and the
-        wait for a running slot when it had more clients than slots."""
+        wait behind the decode step in flight and for the scheduler's next read of new
+        requests, the closed loop its prompts queue in, and the wait for a running slot when
+        it had more clients than slots."""
         oracle, _ = self._anchor_oracle(record)
         w = record.workload
         isl = int(w.isl)
@@ -306,8 +307,11 @@ class CalibratedOracle:
         wait = 0.0
         if others and self.points:
             ctx = isl + w.osl / 2.0
-            wait = 0.5 * self.decode_ratio(others) * oracle.step(
+            step = self.decode_ratio(others) * oracle.step(
                 StepBatch(decode_context=np.full(others, ctx), width=self.width)).seconds
+            # half the step in flight, then (SGLang's receive interval) the whole steps left
+            # to the scheduler's next read, (interval - 1) / 2 of them on average
+            wait = 0.5 * step * (record.regime.scheduler_recv_interval or 1)
         tpot = record.measurements.tpot_mean_s or record.measurements.tpot_median_s
         decode_s = max(0, w.osl - 1) * tpot if tpot else math.inf
         slots = self._running_cap(record, oracle) * (record.regime.replicas or 1)

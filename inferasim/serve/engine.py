@@ -70,6 +70,14 @@ class EngineInstance:
         self._host_s_per_token = eng.uncached_prompt_latency_us * 1e-6
         self._host_cap = eng.uncached_prompt_latency_max_tokens
         self.max_macro = max(1, scenario.sim.max_macro_steps)
+        # SGLang's receive interval: requests sent while the scheduler decodes wait in
+        # ``inbox`` until it next reads its socket: after a prefill step, when idle, or every
+        # ``_recv_every`` decode steps (``_recv_count`` of them since the last read).
+        self._recv_every = eng.scheduler_recv_interval
+        self._recv_count = 0
+        self.inbox: list[LiveRequest] = []
+        self._idle = False
+        self._cut_step: int | None = None   # the step a pending read cuts the macro-step at
         self._reserve_output = eng.reserve_output_on_admission
         self._reserve_clip = eng.output_reserve_clip
         self._ratio_init = eng.new_token_ratio_init
@@ -85,6 +93,9 @@ class EngineInstance:
         self._seq = 0
         self._wake: simpy.Event = env.event()
         self._in_macro = False
+        self._through_ends: np.ndarray = _EMPTY
+        self._through_first = 1
+        self._through_token = 0
         self._plan: tuple[np.ndarray, int] | None = None  # (step ends, steps) of a macro-step
         # The only engine on its clock (set by the topology): nothing reads its state between
         # its own events, so a step's effects may be applied ahead, stamped with its end.
@@ -95,6 +106,11 @@ class EngineInstance:
     # -- requests in and out ------------------------------------------------------------
     def submit(self, req: LiveRequest) -> None:
         req.instance = self.index
+        if self._recv_every > 1 and not self._idle:
+            self.inbox.append(req)
+            if self._in_macro:
+                self._cut_at_read()
+            return
         self.waiting.append(req)
         if self._group is not None:
             self._group.notify()
@@ -107,7 +123,7 @@ class EngineInstance:
 
     @property
     def load_score(self) -> int:
-        return 4 * len(self.waiting) + len(self.running)
+        return 4 * (len(self.waiting) + len(self.inbox)) + len(self.running)
 
     def peek(self, req: LiveRequest) -> int:
         """Cached prefix blocks for the router (asked once per request and instance)."""
@@ -196,12 +212,63 @@ class EngineInstance:
         self._wake = self.env.event()
         return self._wake
 
+    def _read_inbox(self) -> None:
+        """The scheduler reads its socket: after a prefill step or every ``_recv_every``
+        decode steps (the count is back at 0), or when nothing runs (an idle loop turns over
+        in no time)."""
+        if self.inbox and (self._recv_count == 0 or not (self.running or self.waiting)):
+            self.waiting.extend(self.inbox)
+            self.inbox.clear()
+            self._recv_count = 0
+
+    def _counted(self, decode_steps: int, prefilled: bool) -> None:
+        """Advance the receive count by steps that ended: a prefill step makes the next loop
+        read (SGLang weighs it past any interval)."""
+        if prefilled:
+            self._recv_count = 0
+        elif self._recv_every > 1:
+            self._recv_count = (self._recv_count + decode_steps) % self._recv_every
+
+    def _to_read(self) -> int:
+        """Decode steps until the scheduler next reads its socket."""
+        return self._recv_every - self._recv_count
+
+    def _cut_at_read(self) -> None:
+        """A request sent during a macro-step is read at the first read after the step in
+        flight: cut the macro-step there (the interrupt lands inside that step, which then
+        completes, as ``_through`` handles an arrival)."""
+        ends, first = self._through_ends, self._through_first
+        now = self.env.now
+        in_flight = bisect_right(ends, now) + 1
+        every = self._recv_every
+        cut = first if first >= in_flight else first + -(-(in_flight - first) // every) * every
+        if cut > ends.size or (self._cut_step is not None and self._cut_step <= cut):
+            return
+        self._cut_step = cut
+        if cut == in_flight:
+            self._in_macro = False
+            self.process.interrupt("read")
+            return
+        start = float(ends[cut - 2])
+        token = self._through_token
+        wake = self.env.timeout(0.5 * (start + float(ends[cut - 1])) - now)
+        wake.callbacks.append(lambda _ev: self._cut_now(token))
+
+    def _cut_now(self, token: int) -> None:
+        if self._in_macro and token == self._through_token:
+            self._in_macro = False
+            self.process.interrupt("read")
+
     def _run(self):
         env = self.env
         while True:
+            if self.inbox:
+                self._read_inbox()
             step = self.form_step(env.now)
             if step is None:
+                self._idle = True
                 yield self.wait_for_work()
+                self._idle = False
                 continue
             k = 0 if self.exact else self._macro_length(step)
             if k >= 2:
@@ -255,6 +322,7 @@ class EngineInstance:
             self._apply_decode(step, 1, now)
         if self._reserve_output and not step.prefills and step.decodes:
             self.new_token_ratio = max(self._ratio_min, self.new_token_ratio - self._ratio_decay)
+        self._counted(1, bool(step.prefills))
 
     def prompt_done(self, req: LiveRequest, now: float) -> None:
         self.kv.prompt_done(req, now)
@@ -306,7 +374,13 @@ class EngineInstance:
             return 0
         if self.waiting and len(self.running) < self.max_num_seqs:
             return 0
-        return self._steady_length(self.max_macro)
+        return self._steady_length(self._macro_limit())
+
+    def _macro_limit(self) -> int:
+        """A macro-step stops at the scheduler's next read when a request waits to be read."""
+        if self.inbox:
+            return min(self.max_macro, self._to_read())
+        return self.max_macro
 
     def _steady_length(self, limit: int, allocated: bool = True) -> int:
         """Steps (at most ``limit``) the decoding batch runs before its first finish, that
@@ -374,7 +448,7 @@ class EngineInstance:
         t0 = env.now
         ends = _step_ends(t0, times)
         self._plan = (ends, k)
-        done = yield from self._through(ends)
+        done = yield from self._through(ends, self._to_read())
         self._plan = None
         self._decoded(step, done, float(ends[done - 1]) - t0)
         return done == k
@@ -386,8 +460,8 @@ class EngineInstance:
         ``_steady_length`` checks), so after a finish the remaining batch runs on. Stops at
         an arrival (it waits; scheduling resumes) or when the batch is done."""
         dec = self.decoding
-        while (self.solo and not self.waiting and not self.prefilling and len(dec)
-               and len(dec) * self.width <= self._decode_budget):
+        while (self.solo and not self.waiting and not self.inbox and not self.prefilling
+               and len(dec) and len(dec) * self.width <= self._decode_budget):
             k = self._steady_length(self.max_macro, allocated=False)
             if k < 2:
                 return
@@ -398,13 +472,18 @@ class EngineInstance:
             if not ran_all:
                 return
 
-    def _through(self, ends: np.ndarray):
+    def _through(self, ends: np.ndarray, first_read: int = 1):
         """Wait through consecutive steps ending at ``ends``: an arrival's interrupt lets the
-        step in flight complete and drops the rest. Returns how many steps completed."""
+        step in flight complete and drops the rest. Returns how many steps completed.
+        ``first_read``: the step after which the scheduler first reads its socket (then every
+        receive interval); an arrival is seen there (``_cut_at_read``)."""
         env = self.env
         k = ends.size
         done = k
         self._in_macro = True
+        self._through_ends, self._through_first = ends, first_read
+        self._through_token += 1
+        self._cut_step = None
         try:
             yield env.timeout(float(ends[-1]) - env.now)
         except simpy.Interrupt:
@@ -418,6 +497,7 @@ class EngineInstance:
                 except simpy.Interrupt:
                     pass
         self._in_macro = False
+        self._cut_step = None
         return done
 
     def _decoded(self, step: Step, done: int, busy_s: float) -> None:
@@ -427,6 +507,7 @@ class EngineInstance:
         stats.decode_steps += done
         stats.macro_steps += 1
         stats.busy_s += busy_s
+        self._counted(done, False)
         self._grow_through(done)
         if self._reserve_output:
             self.new_token_ratio = max(self._ratio_min,
@@ -461,6 +542,7 @@ class EngineInstance:
         if decodes:
             stats.mixed_steps += k
         stats.busy_s += float(ends[-1]) - t0
+        self._counted(k, True)
         req.computed += k * chunk
         if decodes:
             self._grow_through(k)
@@ -470,7 +552,8 @@ class EngineInstance:
         """After this step every running request decodes and nothing waits: it completes
         every prompt in flight, none of them or of its decodes finishes (a finish is seen by
         its client), so the steps after it are a steady decode batch."""
-        if not step.prefills or self.waiting or len(step.prefills) != len(self.prefilling):
+        if (not step.prefills or self.waiting or self.inbox
+                or len(step.prefills) != len(self.prefilling)):
             return False
         if step.decodes and (not step.all_decoders
                              or self.decoding.next_finish() <= 1):
@@ -493,7 +576,7 @@ class EngineInstance:
         dec = self.decoding
         times = self.oracle.decode_steps(dec.context(), k, self.advance, self.width)
         ends = _step_ends(t0, np.concatenate(([seconds], times)))
-        done = yield from self._through(ends)
+        done = yield from self._through(ends)  # the prefill step is followed by a read
         if done > 1:
             self.stats.settled_macro_steps += 1
             # the first decode step is included in the growth: no scheduler grew it

@@ -110,6 +110,7 @@ def row_to_record(row: Mapping[str, Any], *, file: str) -> AnchorRecord:
         model=model_raw, engine=engine, gpu=gpu,
         weight_dtype=nz.weight_dtype_for_precision(precision, nz.gpu_vendor(gpu)),
         spec_method=spec, tp=tp, ep=ep, dp_attention=dpa, num_gpus=gpus,
+        scheduler_recv_interval=recipe_recv_interval(engine, gpu, conc),
     )
     m = Measurements(
         ttft_mean_s=num(_get(row, "mean_ttft")), ttft_median_s=num(_get(row, "median_ttft")),
@@ -134,6 +135,21 @@ def row_to_record(row: Mapping[str, Any], *, file: str) -> AnchorRecord:
                                           num_requests=conc * 10 if conc else None,
                                           dataset="random"),
                         measurements=m)
+
+
+# The InferenceX B200 DeepSeek-R1 SGLang launch scripts (dsr1_fp8_b200.sh, dsr1_fp4_b200*.sh)
+# pass ``--scheduler-recv-interval 10`` below 16 clients and 30 from 16 on; the rows do not
+# record it, so the recipe's rule is stamped (docs/anchors.md, "Scheduler receive interval").
+RECIPE_RECV_INTERVAL_GPUS = ("b200",)
+RECIPE_RECV_INTERVAL = ((16, 30), (0, 10))   # (from this many clients, interval)
+
+
+def recipe_recv_interval(engine: str | None, gpu: str | None, conc: int | None) -> int | None:
+    """The receive interval the InferenceX recipe gave this row's server, None where the
+    recipe is not known to set one."""
+    if engine != "sglang" or gpu not in RECIPE_RECV_INTERVAL_GPUS or not conc:
+        return None
+    return next(every for least, every in RECIPE_RECV_INTERVAL if conc >= least)
 
 
 def import_inferencemax(path: str | Path, *, hints: Mapping[str, Any] | None = None,
