@@ -246,10 +246,16 @@ def test_router_reads_each_instance_mid_macro_step_as_step_by_step(engine, monke
 def test_scheduler_recv_interval_macro_steps_equal_exact_steps(every):
     """SGLang's receive interval: requests sent while the batch decodes are read only at the
     next read (every ``every`` decode steps, or after a prefill step); macro-steps are cut
-    there and end as the step-exact mode does, for closed and open loops."""
-    for load in (["workload.concurrency=12", "workload.duration_s=120"],
-                 ["workload.format=random", "workload.isl=2048", "workload.osl=256",
-                  "workload.rate=1.5", "workload.duration_s=200"]):
+    there and end as the step-exact mode does: closed and open loops, and instances behind
+    the prefix-affinity router (which reads each one's cache mid-macro-step)."""
+    loads = [["workload.concurrency=12", "workload.duration_s=120"],
+             ["workload.format=random", "workload.isl=2048", "workload.osl=256",
+              "workload.rate=1.5", "workload.duration_s=200"]]
+    if every == 30:
+        loads.append(["workload.concurrency=24", "workload.duration_s=100",
+                      "engine.kv_pool_tokens=12000", "topology.instances=3",
+                      "topology.router=prefix-affinity"])
+    for load in loads:
         _, macro = _exact_and_macro([*load, "engine.name=sglang",
                                      f"engine.scheduler_recv_interval={every}"])
         assert macro.engines[0].stats.macro_steps > 0
