@@ -95,6 +95,16 @@ def test_no_speculative_flag_without_a_method():
         assert regime["spec_method"] == "none"
 
 
+def test_sglang_plan_passes_the_receive_interval_and_records_it():
+    sets = [*overrides("sglang", "none", 1), "engine.scheduler_recv_interval=30"]
+    scenario = load_scenario(SCENARIO, sets, check_fit=False)
+    plan = build_plan(scenario, scenario_ref=SCENARIO_REF, overrides=sets)
+    argv = plan["server"]["argv"]
+    assert argv[argv.index("--scheduler-recv-interval") + 1] == "30"
+    assert plan["regime"]["scheduler_recv_interval"] == 30
+    assert "--scheduler-recv-interval" not in make_plan("sglang", "none", 1)["server"]["argv"]
+
+
 def test_each_engine_spells_its_own_flags():
     vllm = make_plan("vllm", "none", 8)["server"]["argv"]
     assert vllm[:3] == ["vllm", "serve", "deepseek-ai/DeepSeek-R1-0528"]

@@ -226,6 +226,8 @@ def server_command(scenario: Any, *, model_path: str, host: str, port: int, trus
         # A user max_running_requests is divided over the attention-DP ranks (engines.md 5).
         argv += ["--page-size", str(page), "--max-running-requests", str(seqs * dpa),
                  "--context-length", str(max_model_len)]
+        if scenario.engine.scheduler_recv_interval > 1:
+            argv += ["--scheduler-recv-interval", str(scenario.engine.scheduler_recv_interval)]
         backend = _sglang_backend(scenario.engine.attention_backend, kind)
         if backend:
             argv += ["--attention-backend", backend]
@@ -473,6 +475,8 @@ def build_plan(scenario: Any, *, scenario_ref: str, overrides: list[str] | tuple
         "tp": scenario.parallel.tp, "ep": scenario.parallel.ep,
         "dp_attention": scenario.parallel.dp_attention, "dcp": scenario.parallel.dcp,
         "page_size": scenario.engine.page_size, "max_num_seqs": scenario.engine.max_num_seqs,
+        "scheduler_recv_interval": scenario.engine.scheduler_recv_interval
+        if engine.endswith("sglang") else None,
     }
     return {
         "schema_version": PLAN_SCHEMA,
