@@ -8,7 +8,8 @@ second and peak RSS (each case runs in its own process so its peak is its own), 
 machine's bare SimPy event rate measured in the same run. Each case runs ``--repeat`` times
 (default 3), each in a fresh process, and reports its fastest run, as ``timeit`` does: on a
 shared machine the same replay's wall time swings by 20% between runs, and the fastest run
-is the one least disturbed (the spread is printed too). The AgentX case parses its corpus
+is the one least disturbed (the spread is printed too). The runs go in rounds (every case,
+then every case again), so that the ratios between cases see the same drift. The AgentX case parses its corpus
 on the first run after the data changes (about 20 s, then cached under ~/.cache/inferasim);
 the fastest run is a warm one. Cases that need ../shared/data are skipped with a reason
 where it is absent.
@@ -135,9 +136,19 @@ def _run_case(name: str, queue) -> None:
                "ttft_mean_s": summary["ttft_mean_s"], "output_tok_s": summary["output_tok_s"]})
 
 
-def run_case(name: str, repeat: int = 1) -> dict:
-    """The fastest of ``repeat`` runs, each in its own process, with every run's wall time."""
-    runs = [_run_once(name) for _ in range(max(1, repeat))]
+def run_cases(names: list[str], repeat: int = 1) -> list[dict]:
+    """Per case, the fastest of ``repeat`` runs (each in its own process) with every run's
+    wall time. The runs go in rounds, every case once and then again: the host's speed
+    drifts over minutes, and the ratios between cases (scaling, macro against reference)
+    are only fair when each case sees the same stretch of it."""
+    runs: dict[str, list[dict]] = {n: [] for n in names}
+    for _ in range(max(1, repeat)):
+        for name in names:
+            runs[name].append(_run_once(name))
+    return [_fastest(runs[n]) for n in names]
+
+
+def _fastest(runs: list[dict]) -> dict:
     done = [r for r in runs if "skipped" not in r]
     if not done:
         return runs[0]
@@ -178,7 +189,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     rate = max(simpy_event_rate() for _ in range(3))
-    rows = [run_case(c, args.repeat) for c in (args.case or CASES)]
+    rows = run_cases(list(args.case or CASES), args.repeat)
     if args.json:
         print(json.dumps({"simpy_events_per_s": rate, "cases": rows}, indent=2))
         return
