@@ -506,3 +506,5 @@ def test_the_wait_for_the_schedulers_next_read_is_taken_out_of_the_latency(scena
         assert row30.wait == pytest.approx(30 * half_step, rel=1e-9)
     for c in ttft:
         assert polled.frontend_latency(c) < plain.frontend_latency(c)
+    assert any("receive interval 30" in n for n in polled.calibration["notes"])
+    assert not any("receive interval" in n for n in plain.calibration["notes"])

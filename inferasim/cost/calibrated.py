@@ -501,6 +501,12 @@ class CalibratedOracle:
         if self.prefill_step_overhead_s:
             carried += (f"; each prefill step +{self.prefill_step_overhead_s * 1e3:.0f} ms "
                         "(read from the decode stalls)")
+        polled = sorted({int(r.regime.scheduler_recv_interval) for r in self.result.usable
+                         if (r.regime.scheduler_recv_interval or 1) > 1})
+        if self._frontend_modelled and polled:
+            notes.append("the anchors' TTFT includes the wait for SGLang's next read of new "
+                         f"requests (receive interval {', '.join(map(str, polled))}: half "
+                         "that many decode steps), read as engine time, not frontend latency")
         note = (f"{len(used)} anchor(s), decode ratio {min(table.values()):.3g}-"
                 f"{max(table.values()):.3g} over concurrency {lo}-{hi} ({ends}); "
                 f"prefill {prefill}{carried}" + ("; build crossed" if crossed else ""))
