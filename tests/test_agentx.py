@@ -148,6 +148,19 @@ def test_parsed_corpus_is_cached_by_path_size_and_mtime(corpus_slice, tmp_path, 
     assert a.ids == b.ids and a.meta == b.meta
     cached = list((tmp_path / "cache" / "inferasim").glob("agentx-*.npz"))
     assert len(cached) == 1 and isinstance(TreeCorpus.load(cached[0]), TreeCorpus)
+    # the file changes: parsed again, and the stale parse of the same source is removed
+    # while another source's parse stays
+    mine, other = tmp_path / "mine.jsonl", tmp_path / "other.jsonl"
+    for p in (mine, other):
+        p.write_text(path.read_text())
+        load_agentx(p)
+    assert len(calls) == 3
+    before = set((tmp_path / "cache" / "inferasim").glob("agentx-*.npz"))
+    mine.write_text(path.read_text() + "\n")
+    load_agentx(mine)
+    assert len(calls) == 4
+    after = set((tmp_path / "cache" / "inferasim").glob("agentx-*.npz"))
+    assert len(before) == len(after) == 3 and len(after - before) == 1
 
 
 def test_context_filter_drops_whole_trees(corpus_slice):
