@@ -3,8 +3,8 @@
 ``workload.format: agentx``, ``workload.trace: PATH`` -- a ``.jsonl``/``.jsonl.gz`` file with
 one trace JSON per line, a single trace ``.json``, or a folder of ``trace_*.json`` files.
 The parsed form is cached under ``$XDG_CACHE_HOME/inferasim`` (default ``~/.cache/inferasim``)
-keyed by the path, size and modification time of the input, so the 31 MB corpus is parsed
-once (about 30 s) and then loads in well under a second.
+keyed by the path, size and modification time of the input (one parse kept per input), so
+the 31 MB corpus is parsed once (about 30 s) and then loads in well under a second.
 
 How a trace becomes a tree (docs/agentic.md gives the evidence):
 
