@@ -636,8 +636,10 @@ def _latency_at(rows: list[_TtftRow], slope: float, overhead: float = 0.0) -> fl
 # Past the measured loads the frontend latency follows latency ~ concurrency^k: k is the end
 # segment's own exponent (clipped to 0..LATENCY_EXPONENT_MAX) or, with one measured load,
 # LATENCY_LOAD_EXPONENT, the median log-log slope of the shipped InferenceMAX groups' latency
-# tables (26 groups, 0.04-0.54 but for one broken row; docs/anchors.md). Held flat, one
-# anchor at c512 (3 s of TTFT) put 3 s on every request of a c4 replay.
+# tables (26 groups, 0.04-0.54 but for one broken row; docs/anchors.md). With SGLang's receive
+# wait taken out of the B200 rows that median is 0.13; 0.17 is kept, as 0.13 predicted the
+# leave-one-out TTFT worse (p90 28.9% against 23.3%). Held flat, one anchor at c512 (3 s of
+# TTFT) put 3 s on every request of a c4 replay.
 LATENCY_LOAD_EXPONENT = 0.17
 LATENCY_EXPONENT_MAX = 0.5
 
