@@ -95,7 +95,6 @@ class EngineInstance:
         self._in_macro = False
         self._through_ends: np.ndarray = _EMPTY
         self._through_first = 1
-        self._through_token = 0
         self._plan: tuple[np.ndarray, int] | None = None  # (step ends, steps) of a macro-step
         # The only engine on its clock (set by the topology): nothing reads its state between
         # its own events, so a step's effects may be applied ahead, stamped with its end.
@@ -246,16 +245,14 @@ class EngineInstance:
             return
         self._cut_step = cut
         if cut == in_flight:
-            self._in_macro = False
-            self.process.interrupt("read")
+            self._cut_now(ends)
             return
-        start = float(ends[cut - 2])
-        token = self._through_token
-        wake = self.env.timeout(0.5 * (start + float(ends[cut - 1])) - now)
-        wake.callbacks.append(lambda _ev: self._cut_now(token))
+        wake = self.env.timeout(0.5 * (float(ends[cut - 2]) + float(ends[cut - 1])) - now)
+        wake.callbacks.append(lambda _ev: self._cut_now(ends))
 
-    def _cut_now(self, token: int) -> None:
-        if self._in_macro and token == self._through_token:
+    def _cut_now(self, ends: np.ndarray) -> None:
+        """Interrupt the macro-step over ``ends`` if it is still the one running."""
+        if self._in_macro and ends is self._through_ends:
             self._in_macro = False
             self.process.interrupt("read")
 
@@ -482,7 +479,6 @@ class EngineInstance:
         done = k
         self._in_macro = True
         self._through_ends, self._through_first = ends, first_read
-        self._through_token += 1
         self._cut_step = None
         try:
             yield env.timeout(float(ends[-1]) - env.now)
@@ -497,7 +493,6 @@ class EngineInstance:
                 except simpy.Interrupt:
                     pass
         self._in_macro = False
-        self._cut_step = None
         return done
 
     def _decoded(self, step: Step, done: int, busy_s: float) -> None:

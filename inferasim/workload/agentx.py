@@ -66,18 +66,18 @@ def fingerprint(path: Path, kind: str) -> str:
     return h.hexdigest()[:20]
 
 
-def cache_path(path: Path, kind: str) -> Path:
-    """Where the parsed form of ``path`` is cached: named by the source (its resolved path)
-    and by the fingerprint of its current contents."""
-    source = hashlib.sha1(str(Path(path).resolve()).encode()).hexdigest()[:10]
-    return cache_dir() / f"{kind}-{source}-{fingerprint(path, kind)}.npz"
+def _cache_stem(path: Path, kind: str) -> str:
+    """The cached parses of ``path`` are named ``STEM-FINGERPRINT.npz``: the stem names the
+    source (its resolved path), the fingerprint its current contents."""
+    return f"{kind}-{hashlib.sha1(str(Path(path).resolve()).encode()).hexdigest()[:10]}"
 
 
 def cached_corpus(path: Path, kind: str, parse) -> TreeCorpus:
     """Load the parsed corpus from the cache, or parse it and store it. Storing it removes
     the same source's earlier parses: a changed file would otherwise leave one stale copy
     (tens of MB) behind per change."""
-    target = cache_path(path, kind)
+    stem = _cache_stem(path, kind)
+    target = cache_dir() / f"{stem}-{fingerprint(path, kind)}.npz"
     if target.exists():
         corpus = TreeCorpus.load(target)
         if corpus is not None:
@@ -85,7 +85,6 @@ def cached_corpus(path: Path, kind: str, parse) -> TreeCorpus:
     corpus = parse(path)
     try:
         corpus.save(target)
-        stem = target.name.rsplit("-", 1)[0]
         for old in target.parent.glob(f"{stem}-*.npz"):
             if old != target and ".tmp" not in old.name:  # another process's write in flight
                 old.unlink(missing_ok=True)
