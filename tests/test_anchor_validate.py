@@ -132,3 +132,17 @@ def test_replay_sends_the_benchmarks_own_request_count(tmp_path):
     assert free.workload.max_requests is None
     _pred, completed, _cal = predict(free, others, None)
     assert completed >= TARGET_REQUESTS * 0.8
+
+
+def test_a_point_is_inside_the_sweep_only_between_anchors_that_calibrated_it(tmp_path):
+    """A self-contradicting anchor calibrates nothing, so the point below it is predicted from
+    the other side alone: it is scored as a sweep end, not as interpolated."""
+    broken = anchor(8, 0.0108)
+    broken["measurements"]["tput_per_gpu_total"] /= 40  # far from its own Little's-law value
+    for top, inside in ((anchor(8, 0.0108), True), (broken, False)):
+        path = tmp_path / f"s{inside}.json"
+        path.write_text(json.dumps({"schema_version": 1,
+                                    "anchors": [anchor(2, 0.0095), anchor(4, 0.0100), top]}))
+        group = next(g for g in validate_store(AnchorStore.load(str(path))) if g.predictions)
+        middle = next(p for p in group.predictions if p.concurrency == 4)
+        assert middle.bracketed is inside

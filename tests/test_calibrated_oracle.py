@@ -508,3 +508,28 @@ def test_the_wait_for_the_schedulers_next_read_is_taken_out_of_the_latency(scena
         assert polled.frontend_latency(c) < plain.frontend_latency(c)
     assert any("receive interval 30" in n for n in polled.calibration["notes"])
     assert not any("receive interval" in n for n in plain.calibration["notes"])
+
+
+def test_one_concurrency_holds_the_ratio_but_a_speculative_target_carries_the_mtp_trend(scenario):
+    """Anchors at a single concurrency give no trend: a plain target holds their ratio at every
+    batch, an MTP target carries SPEC_RATIO_BATCH_EXPONENT (every measured MTP sweep's ratio
+    grows with the batch), bounded like any carried trend."""
+    from inferasim.cost.calibrated import EXTRAPOLATION_LIMIT, SPEC_RATIO_BATCH_EXPONENT
+
+    plain = CalibratedOracle(scenario, AnchorStore([record(16, 0.015)]))
+    assert plain.decode_ratio(64) == pytest.approx(plain.decode_ratio(16), rel=1e-12)
+    assert plain.decode_ratio(4) == pytest.approx(plain.decode_ratio(16), rel=1e-12)
+    assert "held flat" in plain.calibration["note"]
+
+    mtp_target = attrs.evolve(scenario, speculative=attrs.evolve(
+        scenario.speculative, method="mtp", draft_tokens=3))
+    mtp_anchor = record(16, 0.015)
+    mtp_anchor = attrs.evolve(mtp_anchor, regime=attrs.evolve(
+        mtp_anchor.regime, spec_method="mtp", draft_tokens=3))
+    mtp = CalibratedOracle(mtp_target, AnchorStore([mtp_anchor]))
+    assert mtp.calibration["mode"] == "anchored"
+    r16 = mtp.decode_ratio(16)
+    assert mtp.decode_ratio(32) == pytest.approx(r16 * 2 ** SPEC_RATIO_BATCH_EXPONENT, rel=1e-9)
+    assert mtp.decode_ratio(8) == pytest.approx(r16 / 2 ** SPEC_RATIO_BATCH_EXPONENT, rel=1e-9)
+    assert mtp.decode_ratio(4096) == pytest.approx(r16 * EXTRAPOLATION_LIMIT, rel=1e-9)
+    assert "speculative sweeps' shared trend" in mtp.calibration["note"]

@@ -237,8 +237,10 @@ def anchor_workload(base: Scenario, record: AnchorRecord, *,
 # ---------------------------------------------------------------- measuring
 
 
-def _bracketed(held: AnchorRecord, others: list[AnchorRecord]) -> bool:
-    concs = [r.workload.concurrency for r in others]
+def _bracketed(held: AnchorRecord, others: list[AnchorRecord], used: set[str]) -> bool:
+    """Inside the sweep of the anchors that calibrated the prediction (``used``): one that
+    contradicts itself calibrates nothing, so it brackets nothing either."""
+    concs = [r.workload.concurrency for r in others if r.id in used]
     return bool(concs) and min(concs) < held.workload.concurrency < max(concs)
 
 
@@ -358,7 +360,7 @@ def validate_store(store: AnchorStore, *, knobs: Knobs | None = None,
                 concurrency=int(held.workload.concurrency), measured=measured_metrics(held),
                 predicted=pred, replay_requests=n, wall_s=time.perf_counter() - started,
                 method=method, excluded=_inconsistent(held),
-                bracketed=_bracketed(held, others)))
+                bracketed=_bracketed(held, others, set(cal.get("anchors_used", ())))))
         results.append(GroupResult(label, len(records), predictions=tuple(preds),
                                    template=template_name, notes=tuple(sorted(notes))))
     return results
