@@ -155,3 +155,13 @@ def test_out_of_range_numbers_are_refused(write_yaml, override, words):
     with pytest.raises(ConfigError, match=words) as err:
         load_scenario(path, [override])
     assert err.value.key == key
+
+
+def test_a_missing_catalog_folder_is_named_not_read_as_an_unknown_model(tmp_path):
+    from inferasim.config.catalog import load_entry
+
+    missing = tmp_path / "bases"
+    with pytest.raises(ConfigError, match="catalog folder .* is missing") as err:
+        load_entry("models", "llama-3.1-8b", key="model.name", origin_file="s.yaml",
+                   root=missing)
+    assert str(missing) in str(err.value) and "model.name" in str(err.value)

@@ -29,6 +29,13 @@ def load_entry(kind: str, name: str, *, key: str, origin_file: str,
     """Read one catalog entry; an unknown name is an error naming the scenario key that asked."""
     if kind not in KINDS:
         raise ValueError(kind)
+    if not root.is_dir():
+        # A wheel built without the checkout's top-level folders has no catalog: say so,
+        # rather than calling every model unknown.
+        raise ConfigError(f"the catalog folder {root} is missing: inferasim reads its catalog "
+                          "(scenarios/bases), anchors and bundled traces from its source "
+                          "checkout; install it with `pip install -e <checkout>`",
+                          file=origin_file, key=key)
     path = root / kind / f"{name}.yaml"
     if not path.is_file():
         names = catalog_names(kind, root)
