@@ -16,9 +16,10 @@ bare forward pass (design.md, behaviour.md 3 "Transport by the whole step").
   the end segment's trend is carried on, bounded to a factor EXTRAPOLATION_LIMIT of the end
   ratio (a predictor that goes flat outside the data errs in the direction the data was
   already moving). Anchors at one concurrency share the geometric mean of their ratios. Where
-  the anchors give no trend (one concurrency) the ratio is held flat, except for a
-  speculative target: every measured MTP sweep's ratio grows with the batch, and their
-  pooled trend (SPEC_RATIO_BATCH_EXPONENT) is carried.
+  the anchors give no trend (one concurrency, or end anchors whose contexts differ by more than
+  TREND_CONTEXT_SPAN) the ratio is held flat, except for a speculative target: every
+  measured MTP sweep's ratio grows with the batch, and their pooled trend
+  (SPEC_RATIO_BATCH_EXPONENT) is carried.
 - The KV stream scales with the target's KV width: ``analytic(target)`` prices the target's own
   KV dtype, so the KV delta from the anchor's context and batch to the target's is carried at
   that width — fp8 and bf16 KV do not project alike.
@@ -549,7 +550,7 @@ class CalibratedOracle:
 # tokens per verify step falling with load (median ITL over TPOT, 1.9 at c16 to 1.6 at c64 on
 # MI355X SGLang; 1.7 at c8 to 1.1 at c256 on ATOM mxfp4), the rest a verify step that grows
 # faster than the analytic one; neither is modelled, so the pooled trend is carried where an
-# MTP target's anchors give none (one concurrency), instead of holding the ratio flat
+# MTP target's anchors give none (``_ratio_at``), instead of holding the ratio flat
 # (docs/anchors.md: leave-one-out TPOT p90 17.6% -> 13.1%).
 SPEC_RATIO_BATCH_EXPONENT = 0.2
 
