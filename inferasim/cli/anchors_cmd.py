@@ -293,4 +293,5 @@ def validate_cmd(folder: Path | None, as_json: bool, verbose: bool) -> None:
             for reason, count in reasons.most_common():
                 click.echo(f"  {count} x {reason}")
     click.echo("note: TTFT is scored by its median (measured means carry warm-up outliers); "
-               "groups of 2 anchors predict each from one other point (no trend to carry)")
+               "groups of 2 anchors predict each from one other point (no trend of their own: "
+               "the ratio is held, or for MTP carried at the MTP sweeps' shared trend)")
