@@ -575,7 +575,7 @@ class _TtftRow:
     isl: float
     ttft: float
     prefill: float      # analytic lone prefill, in the engine's chunks
-    wait: float         # half a decode step of the others (the step in flight), + slot wait
+    wait: float         # the step in flight, the receive interval's read, a running slot
     clients: int        # closed-loop concurrency
     decode_s: float     # a request's decode phase: (OSL - 1) x measured TPOT (inf: unknown)
 
@@ -690,16 +690,16 @@ def _trend_held(log_ctx: np.ndarray, i: int, j: int) -> bool:
 
 def _extrapolation(log_ctx: np.ndarray, prior_slope: float = 0.0) -> str:
     """How the ratio is carried past each end of the sweep (see ``_ratio_at``)."""
-    prior = (f"carried as batch^{prior_slope:g} (the speculative sweeps' shared trend)"
-             if prior_slope else "held flat")
+    rule = f"carried as batch^{prior_slope:g}" if prior_slope else "held flat"
+    prior = f"{rule} (the speculative sweeps' shared trend)" if prior_slope else rule
     if log_ctx.size < 2:
         return f"one concurrency: the ratio is {prior} at every other batch"
     low, high = (prior if _trend_held(log_ctx, i, j) else "trend carried, bounded"
                  for i, j in ((0, 1), (-2, -1)))
     how = f"{low} at both ends" if low == high else f"{low} below, {high} above"
     if prior in how:
-        how += (f"; {prior.split(' (')[0]} where the end anchors' contexts differ by more "
-                f"than {TREND_CONTEXT_SPAN:g}x")
+        how += (f"; {rule} where the end anchors' contexts differ by more than "
+                f"{TREND_CONTEXT_SPAN:g}x")
     return f"past the sweep: {how}"
 
 

@@ -212,10 +212,10 @@ class EngineInstance:
         return self._wake
 
     def _read_inbox(self) -> None:
-        """The scheduler reads its socket: after a prefill step or every ``_recv_every``
+        """(Called with requests in the inbox.) The scheduler reads its socket: after a prefill step or every ``_recv_every``
         decode steps (the count is back at 0), or when nothing runs (an idle loop turns over
         in no time)."""
-        if self.inbox and (self._recv_count == 0 or not (self.running or self.waiting)):
+        if self._recv_count == 0 or not (self.running or self.waiting):
             self.waiting.extend(self.inbox)
             self.inbox.clear()
             self._recv_count = 0
