@@ -63,6 +63,12 @@ def resolve(data: dict[str, Any], origins: dict[str, str], path: str, *,
                               "attention-DP ranks (expected 1, or parallel.dp_attention 1)",
                               file=_origin(origins, "engine.scheduler_recv_interval", path),
                               key="engine.scheduler_recv_interval")
+    wl = scenario.workload
+    if wl.format == "random" and wl.isl + wl.osl > model.max_context:
+        raise ConfigError(f"isl + osl = {wl.isl + wl.osl} tokens exceed the context of "
+                          f"{model.name} ({model.max_context} tokens); the server would refuse "
+                          "every request", file=_origin(origins, "workload.isl", path),
+                          key="workload.isl")
     # Imported here: the layout checks live with the memory math they depend on.
     from inferasim.arch.layout import check_layout
 

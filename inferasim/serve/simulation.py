@@ -7,6 +7,7 @@ import numpy as np
 import simpy
 
 from inferasim.arch.memory import MemoryPlan, memory_plan
+from inferasim.config.errors import ConfigError
 from inferasim.config.knobs import Knobs
 from inferasim.config.scenario import Scenario
 from inferasim.cost.calibrated import oracle_for
@@ -60,6 +61,37 @@ def _behind_frontend(env: simpy.Environment, submit, oracle):
     return delayed
 
 
+#: Refusals in a row, with no request served in between, after which the replay stops: every
+#: request the workload sends is one the deployment cannot serve, and a closed loop would
+#: resend them without the clock moving.
+REFUSAL_STREAK_LIMIT = 1000
+
+
+def _refusal_guard(submit):
+    """``submit`` that stops the replay with a ConfigError once REFUSAL_STREAK_LIMIT requests
+    in a row are refused (too long for the model's context or the KV pool)."""
+    streak = 0
+
+    def settled(event) -> None:
+        nonlocal streak
+        req = event.value
+        if not req.failed:
+            streak = 0
+            return
+        streak += 1
+        if streak >= REFUSAL_STREAK_LIMIT:
+            raise ConfigError(
+                f"the deployment refused {streak} requests in a row and served none between "
+                f"them (the last: {req.failed}); shorten the requests, or give the deployment "
+                "more KV memory (parallel.tp, a larger GPU)", key="workload")
+
+    def guarded(req) -> None:
+        req.done.callbacks.append(settled)
+        submit(req)
+
+    return guarded
+
+
 def simulate(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
              source: WorkloadSource | None = None) -> SimResult:
     knobs = knobs or Knobs()
@@ -81,7 +113,8 @@ def simulate(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
     log = RequestLog(env, wl.max_requests)
     window_start = wl.warmup_s
     horizon = window_start + source.duration_s
-    submit = _behind_frontend(env, topology.submit, oracles[0] if oracles else None)
+    submit = _refusal_guard(_behind_frontend(env, topology.submit,
+                                             oracles[0] if oracles else None))
     if getattr(source, "driver", False):
         # Sources with their own client logic (agentic lanes, paced sessions) start it here.
         source.drive(env, submit, log, horizon)

@@ -26,12 +26,22 @@ OracleFactory = Callable[[Scenario, bool], object]
 class Topology:
     """What the clients submit to, and every engine instance for the report."""
 
-    def __init__(self, frontend, engines: list[EngineInstance], kv_pool_tokens: int):
+    def __init__(self, frontend, engines: list[EngineInstance], kv_pool_tokens: int,
+                 max_context: int):
         self.frontend = frontend
         self.engines = engines
         self.kv_pool_tokens = kv_pool_tokens
+        self.max_context = max_context
 
     def submit(self, req: LiveRequest) -> None:
+        tokens = req.spec.prompt_tokens + req.spec.output_tokens
+        if tokens > self.max_context:
+            # The server answers at once with an error, as vLLM and SGLang do for a prompt
+            # plus requested output past the model's context length.
+            req.failed = (f"prompt + output = {tokens} tokens exceed the model's context of "
+                          f"{self.max_context}")
+            req.done.succeed(req)
+            return
         self.frontend.submit(req)
 
 
@@ -132,7 +142,8 @@ def build_topology(env: simpy.Environment, scenario: Scenario, knobs: Knobs, blo
                                 topo.instances, topo.router, 0)
         if len(engines) == 1 and engines[0].process is not None:
             engines[0].solo = True
-        return Topology(router, engines, memory_plan(scenario).kv_pool_tokens)
+        return Topology(router, engines, memory_plan(scenario).kv_pool_tokens,
+                        scenario.model.max_context)
     from inferasim.config.loader import pool_scenario
 
     pre_sc = pool_scenario(scenario, "prefill")
@@ -145,4 +156,5 @@ def build_topology(env: simpy.Environment, scenario: Scenario, knobs: Knobs, blo
     kv_bytes = kind.kv_bytes_per_token(pre_sc.kv_dtype, attn_tp=1, dcp=1, latent_sharded=False)
     front = DisaggregatedFrontend(env, pre, dec, kv_bytes, topo.link_bandwidth_gbs * 1e9,
                                   topo.link_latency_us * 1e-6)
-    return Topology(front, pre_eng + dec_eng, memory_plan(dec_sc).kv_pool_tokens)
+    return Topology(front, pre_eng + dec_eng, memory_plan(dec_sc).kv_pool_tokens,
+                    scenario.model.max_context)

@@ -1,0 +1,82 @@
+"""Requests the deployment cannot serve: refused with a reason, and a workload of nothing but
+such requests stops with a clear error instead of resending them forever at one instant."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from click.testing import CliRunner
+
+from inferasim.cli.main import cli
+from inferasim.config.errors import ConfigError
+from inferasim.config.loader import load_scenario
+from inferasim.report.run_report import replay_summary
+from inferasim.serve.simulation import REFUSAL_STREAK_LIMIT, simulate
+
+LLAMA_8B_CONTEXT = 131072
+
+
+def _trace(path, inputs: list[int], gap_ms: int = 500):
+    with path.open("w") as fh:
+        for i, isl in enumerate(inputs):
+            blocks = [i * 1000 + b for b in range(math.ceil(isl / 512))]
+            fh.write(json.dumps({"timestamp": i * gap_ms, "input_length": isl,
+                                 "output_length": 32, "hash_ids": blocks}) + "\n")
+    return path
+
+
+def _trace_scenario(path, *overrides):
+    return load_scenario(None, ["workload.format=mooncake", f"workload.trace={path}",
+                                "model.name=llama-3.1-8b", "gpu.name=b200", *overrides])
+
+
+def test_random_lengths_past_the_model_context_are_a_config_error():
+    with pytest.raises(ConfigError) as err:
+        load_scenario(None, ["workload.format=random", "workload.isl=131072",
+                             "workload.osl=16"])
+    assert err.value.key == "workload.isl"
+    assert "131088" in str(err.value) and str(LLAMA_8B_CONTEXT) in str(err.value)
+    load_scenario(None, ["workload.format=random", "workload.isl=131056", "workload.osl=16"])
+
+
+def test_a_request_past_the_context_is_refused_and_the_rest_are_served(tmp_path):
+    path = _trace(tmp_path / "t.jsonl", [2000, LLAMA_8B_CONTEXT, 3000, 1500])
+    result = simulate(_trace_scenario(path))
+    failed = [r.failed for r in result.requests]
+    assert failed[0] == failed[2] == failed[3] == ""
+    assert "exceed the model's context of 131072" in failed[1]
+    assert all(math.isfinite(result.requests[i].finish) for i in (0, 2, 3))
+    summary = replay_summary(result)[1]
+    assert summary["requests_failed"] == 1
+
+
+def test_refusals_between_served_requests_do_not_stop_the_replay(tmp_path):
+    # more refusals than the streak limit, but never that many in a row
+    n = REFUSAL_STREAK_LIMIT + 200
+    path = _trace(tmp_path / "t.jsonl", [200_000 if i % 2 else 600 for i in range(2 * n)],
+                  gap_ms=50)
+    result = simulate(_trace_scenario(path))
+    assert sum(bool(r.failed) for r in result.requests) == n
+
+
+def test_a_closed_loop_the_pool_can_never_hold_stops_with_the_reason():
+    sc = load_scenario(None, ["workload.format=random", "workload.isl=4000",
+                              "workload.osl=16", "engine.kv_pool_tokens=2048"])
+    with pytest.raises(ConfigError) as err:
+        simulate(sc)
+    assert err.value.key == "workload"
+    assert f"refused {REFUSAL_STREAK_LIMIT} requests in a row" in str(err.value)
+    assert "the pool holds" in str(err.value)
+
+
+def test_the_cli_reports_it_in_one_line(tmp_path):
+    result = CliRunner().invoke(cli, ["run", "--out", str(tmp_path / "out"),
+                                      "--set", "workload.format=random",
+                                      "--set", "workload.isl=4000", "--set", "workload.osl=16",
+                                      "--set", "engine.kv_pool_tokens=2048"])
+    assert result.exit_code == 2
+    assert "refused 1000 requests in a row" in result.output
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "out").exists()
