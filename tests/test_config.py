@@ -144,6 +144,7 @@ def test_scenario_key_reference_is_current():
 @pytest.mark.parametrize("override, words", [
     ("engine.page_size=0", "at least 1"),
     ("workload.concurrency=-1", "at least 1"),
+    ("workload.seed=-1", "at least 0"),
     ("workload.duration_s=-5", "above 0"),
     ("speculative.acceptance=1.5", "at most 1"),
     ("engine.mem_fraction=2", "at most 1"),

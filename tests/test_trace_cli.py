@@ -50,6 +50,21 @@ def test_synth_seeds_differ_and_stats_detects_the_format(tmp_path):
     assert json.loads(invoke(["stats", str(a), "--json"]))["sessions"] == 3
 
 
+def test_synth_into_an_unwritable_place_is_one_line_and_leaves_nothing(tmp_path):
+    from inferasim.cli.main import cli
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    result = CliRunner().invoke(cli, ["trace", "synth", "--out", str(blocker / "s.jsonl"),
+                                      "--sessions", "2"])
+    assert result.exit_code == 2
+    assert "a-file/s.jsonl: cannot write here" in result.output
+    assert "Traceback" not in result.output
+    assert CliRunner().invoke(trace, ["synth", "--out", str(tmp_path / "s.jsonl"),
+                                      "--seed", "-1"]).exit_code == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+
+
 def test_stats_mooncake(tmp_path):
     path = tmp_path / "mc.jsonl"
     rows = [{"timestamp": 0, "input_length": 2048, "output_length": 10, "hash_ids": [1, 2, 3, 4]},

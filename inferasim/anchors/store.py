@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import os
-import tempfile
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -26,6 +24,7 @@ from inferasim.anchors.record import SCHEMA_VERSION, AnchorRecord
 from inferasim.anchors.regime import AxisMismatch, Target, compare, settle
 from inferasim.config.catalog import REPO_ROOT
 from inferasim.config.errors import ConfigError
+from inferasim.report.atomic import write_text_atomic
 
 DEFAULT_ANCHOR_DIR = REPO_ROOT / "anchors"
 ANCHOR_SUFFIXES = (".json", ".yaml", ".yml")
@@ -84,18 +83,7 @@ def write_anchor_file(path: str | Path, records: Sequence[AnchorRecord],
         text = json.dumps(doc, indent=1, allow_nan=False) + "\n"
     else:
         text = yaml.safe_dump(doc, sort_keys=False)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_text_atomic(path, text)
 
 
 # ---------------------------------------------------------------- for_target result

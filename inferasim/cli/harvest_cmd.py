@@ -35,10 +35,10 @@ def harvest() -> None:
 @click.option("--draft-model", help="Draft model path (EAGLE3; DSpark drafts shipped apart).")
 @click.option("--model-path", help="Checkpoint path or id to serve (default: the catalog's hf_id).")
 @click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", default=8000, show_default=True, type=int)
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535))
 @click.option("--trust-remote-code/--no-trust-remote-code", default=True, show_default=True,
               help="Given to the server and to the client (it loads the same tokenizer).")
-@click.option("--seed-base", type=int, help="First seed (default: derived from the scenario).")
+@click.option("--seed-base", type=click.IntRange(min=0), help="First seed (default: derived from the scenario).")
 @click.option("--target-isl", type=int, help="Longest prefill probe (default: the workload's ISL).")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan JSON instead of commands.")
 def plan_cmd(scenario: Path, out: Path, overrides: tuple[str, ...], repeats: int,

@@ -37,7 +37,7 @@ def stats(file, fmt, as_json):
               help="Where to write the sessions JSONL.")
 @click.option("--sessions", "n", type=click.IntRange(min=1), default=50, show_default=True,
               help="Number of session trees.")
-@click.option("--seed", type=int, default=42, show_default=True)
+@click.option("--seed", type=click.IntRange(min=0), default=42, show_default=True)
 @click.option("--subagent-frac", type=click.FloatRange(0.0, 1.0), default=None,
               help="Share of sessions with subagent fan-outs (default: the corpus's 2.4%).")
 @click.option("--max-context", type=click.IntRange(min=4096 + 64), default=None,

@@ -142,7 +142,7 @@ class WorkloadSpec:
     # for other recorded ones.
     duration_s: float | None = attrs.field(default=None, metadata=above(0))
     warmup_s: float = attrs.field(default=0.0, metadata=at_least(0))
-    seed: int = 42
+    seed: int = attrs.field(default=42, metadata=at_least(0))
     # Open-loop arrival rate (requests/s) for random and synthetic workloads; None = closed loop.
     rate: float | None = attrs.field(default=None, metadata=above(0))
     # Trace time is divided by this: 2.0 replays a trace twice as fast.

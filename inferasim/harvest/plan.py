@@ -507,11 +507,9 @@ def build_plan(scenario: Any, *, scenario_ref: str, overrides: list[str] | tuple
 
 
 def write_plan(plan: dict[str, Any], folder: str | Path) -> Path:
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / PLAN_FILE
-    path.write_text(json.dumps(plan, indent=1) + "\n")
-    return path
+    from inferasim.report.atomic import write_text_atomic
+
+    return write_text_atomic(Path(folder) / PLAN_FILE, json.dumps(plan, indent=1) + "\n")
 
 
 def read_plan(folder: str | Path) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""Write a result folder all at once: into a temporary sibling, renamed into place on success."""
+"""Write a result folder or file all at once: into a temporary sibling, renamed into place on
+success."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from inferasim.config.errors import ConfigError
 
 
 @contextmanager
@@ -26,3 +29,25 @@ def atomic_dir(out_dir: str | Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename: a
+    reader never sees half of it, and a failure leaves the old file (or none). A folder that
+    cannot be made or written is a ConfigError naming the path."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise ConfigError(f"cannot write here: {exc.strerror or exc}", file=str(path)) from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

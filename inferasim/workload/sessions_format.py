@@ -246,7 +246,8 @@ def load_sessions(path: str | Path) -> TreeCorpus:
 
 
 def write_sessions(path: str | Path, sessions: list[dict]) -> None:
-    """One compact JSON object per line."""
-    with open(path, "w", encoding="utf-8") as fh:
-        for session in sessions:
-            fh.write(json.dumps(session, separators=(",", ":")) + "\n")
+    """One compact JSON object per line, written whole or not at all."""
+    from inferasim.report.atomic import write_text_atomic
+
+    write_text_atomic(path, "".join(json.dumps(session, separators=(",", ":")) + "\n"
+                                    for session in sessions))
