@@ -50,3 +50,14 @@ def test_describe_deepseek_kv_layer_bytes():
         data = json.loads(result.output)
         assert data["kv_bytes_per_token_layer"] == expect
         assert {"weight_bytes_per_gpu", "kv_bytes_per_token", "kv_pool_tokens"} <= set(data)
+
+
+def test_out_where_nothing_can_be_written_is_one_line(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    result = CliRunner().invoke(cli, ["run", "--set", "workload.duration_s=10",
+                                      "--out", str(blocker / "run")])
+    assert result.exit_code == 2
+    assert "a-file/run: cannot write here" in result.output
+    assert "Traceback" not in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]

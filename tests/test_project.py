@@ -118,6 +118,13 @@ def test_disaggregated_is_refused():
     assert "colocated" in result.output and len(result.output.strip().splitlines()) == 1
 
 
+def test_agentic_lanes_are_refused():
+    result = _invoke("--no-replay", "--set", "workload.format=sessions")
+    assert result.exit_code == 2, result.output
+    assert "workload.format" in result.output and "inferasim run" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
 def test_resident_tokens_override_the_sampled_session_size():
     """--workload-resident-tokens: with sessions said to hold far more than sampled, fewer
     idle histories fit beside the running batch and the projected hit rate falls."""

@@ -19,8 +19,11 @@ def atomic_dir(out_dir: str | Path) -> Iterator[Path]:
     removed and ``out_dir`` is left as it was: never a half-written result."""
     out_dir = Path(out_dir)
     parent = out_dir.resolve().parent
-    parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-", dir=parent))
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-", dir=parent))
+    except OSError as exc:
+        raise _unwritable(out_dir, exc) from None
     try:
         yield tmp
         if out_dir.exists():
@@ -41,7 +44,7 @@ def write_text_atomic(path: str | Path, text: str) -> Path:
         mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
-        raise ConfigError(f"cannot write here: {exc.strerror or exc}", file=str(path)) from None
+        raise _unwritable(path, exc) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
@@ -51,3 +54,7 @@ def write_text_atomic(path: str | Path, text: str) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def _unwritable(path: Path, exc: OSError) -> ConfigError:
+    return ConfigError(f"cannot write here: {exc.strerror or exc}", file=str(path))

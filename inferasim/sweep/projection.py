@@ -115,6 +115,11 @@ def workload_moments(scenario: Scenario, sample: int = SAMPLE_REQUESTS) -> Workl
     wl = scenario.workload
     rng = np.random.default_rng([wl.seed, sum(b"projection")])
     source = workload_source(scenario, rng)
+    if getattr(source, "driver", False):
+        raise ConfigError(f"the projection samples closed-loop sessions or stamped arrivals; "
+                          f"the lanes of a {wl.format} workload (subagents, paced sessions) "
+                          "are replayed only: use 'inferasim run'", file=scenario.path,
+                          key="workload.format")
     specs: list[tuple[float, Any]] = []     # (think_s, RequestSpec)
     rate = None
     if source.open_loop:
