@@ -21,8 +21,9 @@ from inferasim.anchors import (
     settle,
     write_anchor_file,
 )
-from inferasim.anchors.record import derive_decode_step
+from inferasim.anchors.record import derive_accept_length, derive_decode_step
 from inferasim.config.errors import ConfigError
+from inferasim.config.scenario import SpeculativeSpec
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -266,6 +267,34 @@ def test_decode_step_reads_tpot_when_the_stream_coalesces():
     assert derive_decode_step(spec, "mtp")[0] == 0.010
     assert derive_decode_step(Measurements(tpot_median_s=0.02))[0] == 0.02
     assert derive_decode_step(Measurements()) == (None, None)
+
+
+def test_accept_length_read_from_a_stream_of_one_chunk_per_step():
+    mtp = Regime(engine="sglang", spec_method="mtp")
+    # MI355X SGLang MTP c16: mean ITL 27.5 ms over mean TPOT 11.4 ms
+    one_chunk = Measurements(tpot_mean_s=0.0114, itl_mean_s=0.0275, itl_median_s=0.0221)
+    accept, source = derive_accept_length(one_chunk, mtp)
+    assert accept == pytest.approx(2.41, abs=0.01) and source.startswith("mean_itl / mean_tpot")
+    # a stream that also groups steps (B200: 30 steps a chunk) says nothing of the acceptance
+    grouped = Measurements(tpot_mean_s=0.0091, itl_mean_s=0.470)
+    assert derive_accept_length(grouped, mtp) == (None, None)
+    deeper = attrs.evolve(mtp, draft_tokens=7)
+    assert derive_accept_length(Measurements(tpot_mean_s=0.01, itl_mean_s=0.05), deeper)[0] \
+        == pytest.approx(5.0)
+    # the client's own figure wins; a plain row has none; a ratio below 1 reads as 1
+    told = attrs.evolve(one_chunk, accept_length=3.1)
+    assert derive_accept_length(told, mtp) == (3.1, "accept_length")
+    assert derive_accept_length(one_chunk, Regime(engine="sglang")) == (None, None)
+    assert derive_accept_length(Measurements(tpot_mean_s=0.01, itl_mean_s=0.0098), mtp)[0] == 1.0
+    assert derive_accept_length(Measurements(tpot_mean_s=0.01), mtp) == (None, None)
+
+
+def test_acceptance_for_a_mean_tokens_per_step():
+    spec = SpeculativeSpec(method="mtp", draft_tokens=3)
+    for tokens in (1.0, 1.82, 2.4, 3.9):
+        assert spec.with_tokens_per_step(tokens).tokens_per_step == pytest.approx(tokens,
+                                                                                  abs=1e-4)
+    assert spec.with_tokens_per_step(9.0).acceptance == pytest.approx(1.0, abs=1e-5)
 
 
 def test_file_round_trip_and_atomic_write(tmp_path):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from inferasim.anchors.store import AnchorStore
@@ -146,3 +147,31 @@ def test_a_point_is_inside_the_sweep_only_between_anchors_that_calibrated_it(tmp
         group = next(g for g in validate_store(AnchorStore.load(str(path))) if g.predictions)
         middle = next(p for p in group.predictions if p.concurrency == 4)
         assert middle.bracketed is inside
+
+
+def test_a_speculative_target_takes_the_acceptance_its_group_measured():
+    """The held-out MTP point is replayed at the tokens per step the group's other anchors'
+    streams show (mean ITL / mean TPOT), never at its own."""
+    from inferasim.anchors.record import AnchorRecord
+    from inferasim.anchors.validate import _with_measured_acceptance, anchor_workload
+    from inferasim.config.catalog import REPO_ROOT
+    from inferasim.config.loader import load_scenario
+
+    mtp = {**REGIME, "spec_method": "mtp"}
+
+    def spec_anchor(conc: int, step: float, per_chunk: float) -> AnchorRecord:
+        data = anchor(conc, step, regime=mtp)
+        data["measurements"]["itl_mean_s"] = step * per_chunk
+        data["measurements"]["itl_median_s"] = step * per_chunk
+        return AnchorRecord.from_dict(data)
+
+    base = load_scenario(str(REPO_ROOT / "scenarios" / "inferencemax"
+                             / "dsr1-mi355x-sglang-fp8-mtp-tp8.yaml"), [])
+    held = spec_anchor(4, 0.0100, 1.6)
+    others = [spec_anchor(2, 0.0095, 2.3), spec_anchor(8, 0.0108, 2.5)]
+    target = _with_measured_acceptance(anchor_workload(base, held), others)
+    assert target.speculative.tokens_per_step == pytest.approx(2.4, abs=1e-4)
+    # without a readable stream the scenario's own acceptance stands
+    grouped = [spec_anchor(2, 0.0095, 30.0)]
+    kept = _with_measured_acceptance(anchor_workload(base, held), grouped)
+    assert kept.speculative.acceptance == base.speculative.acceptance

@@ -533,3 +533,23 @@ def test_one_concurrency_holds_the_ratio_but_a_speculative_target_carries_the_mt
     assert mtp.decode_ratio(8) == pytest.approx(r16 / 2 ** SPEC_RATIO_BATCH_EXPONENT, rel=1e-9)
     assert mtp.decode_ratio(4096) == pytest.approx(r16 * EXTRAPOLATION_LIMIT, rel=1e-9)
     assert "speculative sweeps' shared trend" in mtp.calibration["note"]
+
+
+def test_a_verify_step_is_the_anchors_tpot_times_the_tokens_their_stream_shows(scenario):
+    """An MTP anchor whose stream sends one chunk per verify step (mean ITL = 2.4 x mean TPOT)
+    emitted 2.4 tokens a step: its verify step is 2.4 x TPOT whatever the target's acceptance
+    (a target that accepts less emits fewer tokens from the same step)."""
+    mtp_anchor = record(16, 0.010)
+    mtp_anchor = attrs.evolve(
+        mtp_anchor, regime=attrs.evolve(mtp_anchor.regime, spec_method="mtp", draft_tokens=3),
+        measurements=attrs.evolve(mtp_anchor.measurements, itl_mean_s=0.024))
+    spec = attrs.evolve(scenario.speculative, method="mtp", draft_tokens=3)
+    steps = {}
+    for tokens in (2.4, 1.0):
+        target = attrs.evolve(scenario, speculative=spec.with_tokens_per_step(tokens))
+        oracle = CalibratedOracle(target, AnchorStore([mtp_anchor]))
+        steps[tokens] = oracle.step(StepBatch(decode_context=np.full(16, CTX),
+                                              width=4)).seconds
+        assert any("emitted 2.40 tokens" in n for n in oracle.calibration["notes"])
+    assert steps[2.4] == pytest.approx(0.024, rel=1e-6)
+    assert steps[1.0] == pytest.approx(steps[2.4], rel=1e-9)

@@ -19,6 +19,9 @@ SCHEMA_VERSION = 1
 #: Median ITL above this multiple of mean TPOT means the stream coalesces several tokens per
 #: chunk (SGLang on NVIDIA: 8-47x in InferenceMAX), so a chunk gap is not a decode step.
 COALESCING_RATIO = 1.5
+#: Draft depth read for a speculative record that does not state it: DeepSeek MTP's usual 3
+#: (SGLang's EAGLE auto choice for MTP checkpoints: 3 steps, top-k 1).
+DEFAULT_DRAFT_TOKENS = 3
 
 
 @attrs.frozen
@@ -129,6 +132,15 @@ class AnchorRecord:
     def decode_step_s(self) -> float | None:
         return self.decode_step[0]
 
+    @property
+    def accept(self) -> tuple[float | None, str | None]:
+        """Tokens a verify step emitted on average, and where that came from."""
+        return derive_accept_length(self.measurements, self.regime)
+
+    @property
+    def accept_length(self) -> float | None:
+        return self.accept[0]
+
     def little_mismatch(self) -> str | None:
         """Why the measured throughput contradicts the anchor's own latency (Little's law:
         concurrency x tokens per request / mean e2e latency / GPUs, off by more than
@@ -153,9 +165,15 @@ class AnchorRecord:
 
     def to_dict(self) -> dict[str, Any]:
         data = _drop_none(spec_to_dict(self))
+        derived = {}
         step, basis = self.decode_step
         if step is not None:
-            data["derived"] = {"decode_step_s": step, "decode_step_source": basis}
+            derived.update(decode_step_s=step, decode_step_source=basis)
+        accept, source = self.accept
+        if accept is not None and source != "accept_length":
+            derived.update(accept_length=accept, accept_length_source=source)
+        if derived:
+            data["derived"] = derived
         return data
 
     @classmethod
@@ -197,6 +215,25 @@ def derive_decode_step(m: Measurements, spec: str | None = None) -> tuple[float 
     if _present(m.itl_mean_s):
         return m.itl_mean_s, "mean_itl"
     return None, None
+
+
+def derive_accept_length(m: Measurements, regime: Regime) -> tuple[float | None, str | None]:
+    """Mean tokens per verify step of a speculative record: the client's own figure when it
+    reports one; else read from the stream. A server that sends each step's accepted tokens as
+    one chunk has mean ITL = tokens per step x mean TPOT (both average the same decode time,
+    over chunks and over tokens). A ratio past the verify width means the stream also groups
+    steps (SGLang's stream interval on the NVIDIA rows: 21-65 tokens a chunk): unknown."""
+    if regime.spec_method in (None, "none"):
+        return None, None
+    if _present(m.accept_length):
+        return m.accept_length, "accept_length"
+    if not (_present(m.itl_mean_s) and _present(m.tpot_mean_s)):
+        return None, None
+    ratio = m.itl_mean_s / m.tpot_mean_s
+    width = 1 + (regime.draft_tokens or DEFAULT_DRAFT_TOKENS)
+    if ratio > width:
+        return None, None
+    return max(1.0, ratio), "mean_itl / mean_tpot (one chunk per verify step)"
 
 
 def _drop_none(value: Any) -> Any:

@@ -21,7 +21,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from inferasim.anchors.record import AnchorRecord
+from inferasim.anchors.record import DEFAULT_DRAFT_TOKENS, AnchorRecord
 from inferasim.anchors.regime import REGIME_AXES, Target, compare
 from inferasim.anchors.store import AnchorStore
 from inferasim.config.catalog import REPO_ROOT
@@ -38,8 +38,6 @@ MIN_ROUNDS = 3
 #: Above this concurrency the held-out point is estimated in closed form, not replayed (a
 #: replay of hundreds of clients takes seconds to tens of seconds of wall time).
 MAX_REPLAY_CONCURRENCY = 256
-#: Draft depth assumed for an MTP anchor that does not record it (the InferenceMAX scenarios').
-DEFAULT_MTP_DRAFT = 3
 #: The accuracy a regime should reach (median absolute error per metric), read on the groups
 #: with at least TARGET_MIN_SCORED scored points (each then predicted from a sweep of two or
 #: more; a group of two predicts each point from one other and carries no trend).
@@ -191,7 +189,7 @@ def scenario_from_regime(record: AnchorRecord) -> Scenario:
         data["engine"]["attention_backend"] = reg.kernel_family
     if reg.spec_method not in (None, "none"):
         data["speculative"] = {"method": reg.spec_method,
-                               "draft_tokens": reg.draft_tokens or DEFAULT_MTP_DRAFT}
+                               "draft_tokens": reg.draft_tokens or DEFAULT_DRAFT_TOKENS}
     return resolve(data, {}, f"<anchor {record.id}>", check_fit=False)
 
 
@@ -229,9 +227,20 @@ def anchor_workload(base: Scenario, record: AnchorRecord, *,
     spec = base.speculative
     if reg.spec_method not in (None, "none") and spec.method == "none":
         spec = SpeculativeSpec(method=reg.spec_method,
-                               draft_tokens=reg.draft_tokens or DEFAULT_MTP_DRAFT)
+                               draft_tokens=reg.draft_tokens or DEFAULT_DRAFT_TOKENS)
     return attrs.evolve(base, workload=wl, engine=engine, parallel=parallel, speculative=spec,
                         name=f"loo {record.id}")
+
+
+def _with_measured_acceptance(target: Scenario, others: list[AnchorRecord]) -> Scenario:
+    """A speculative target's acceptance set to the tokens per step its group's other anchors
+    emitted (their mean), where their streams show it; the held-out point's own is not read.
+    Without it the scenario's acceptance stands."""
+    spec = target.speculative
+    lengths = [r.accept_length for r in others if r.accept_length is not None]
+    if spec.method == "none" or not lengths:
+        return target
+    return attrs.evolve(target, speculative=spec.with_tokens_per_step(float(np.mean(lengths))))
 
 
 # ---------------------------------------------------------------- measuring
@@ -340,6 +349,7 @@ def validate_store(store: AnchorStore, *, knobs: Knobs | None = None,
         for held in usable:
             others = [r for r in usable if r.id != held.id]
             target = anchor_workload(base, held, target_requests=target_requests)
+            target = _with_measured_acceptance(target, others)
             started = time.perf_counter()
             method = "replay" if held.workload.concurrency <= max_replay_concurrency \
                 else "closed-form"

@@ -109,6 +109,19 @@ class SpeculativeSpec:
             return 1.0
         return 1.0 + sum(self.acceptance**i for i in range(1, self.draft_tokens + 1))
 
+    def with_tokens_per_step(self, tokens: float) -> SpeculativeSpec:
+        """This spec with the per-draft acceptance whose verify steps emit ``tokens`` on
+        average (bisection: ``tokens_per_step`` rises with the acceptance), clipped to what
+        the draft depth can emit."""
+        lo, hi = 0.0, 1.0
+        for _ in range(60):
+            mid = 0.5 * (lo + hi)
+            if attrs.evolve(self, acceptance=mid).tokens_per_step < tokens:
+                lo = mid
+            else:
+                hi = mid
+        return attrs.evolve(self, acceptance=round(lo, 6))
+
 
 @attrs.frozen
 class SyntheticSpec:

@@ -172,7 +172,7 @@ class CalibratedOracle:
 
     def _collect(self, usable) -> None:
         spec_target = self.scenario.speculative.method != "none"
-        skipped_open, kv_assumed = [], False
+        skipped_open, kv_assumed, accepted = [], False, []
         for record in usable:
             step, basis = record.decode_step
             w, reg = record.workload, record.regime
@@ -200,12 +200,20 @@ class CalibratedOracle:
                 measured -= self._modelled_stall(record, measured)
             if spec_target or (reg.spec_method not in (None, "none")):
                 # Mean TPOT is seconds per emitted token; a verify step emits accept_length.
-                accept = record.measurements.accept_length or self._advance
+                accept = record.accept_length or self._advance
+                if record.accept_length:
+                    accepted.append(record.accept_length)
                 measured *= accept
             self.points.append(AnchorPoint(record.id, batch, w.isl + w.osl / 2.0, measured, key))
         if skipped_open:
             self._notes.append(f"{len(skipped_open)} usable anchor(s) without a closed-loop "
                                "concurrency or a decode step do not calibrate decode")
+        if accepted and spec_target:
+            # The verify step is the anchors'; the tokens it emits are the target's acceptance.
+            self._notes.append(
+                f"anchors' verify steps emitted {np.mean(accepted):.2f} tokens (mean ITL / mean "
+                f"TPOT, or the client's figure); the target's acceptance emits "
+                f"{self._advance:.2f}")
         if kv_assumed:
             self._notes.append(
                 "anchors do not record their KV dtype (skipped): read as the target's "
