@@ -289,6 +289,24 @@ def test_accept_length_read_from_a_stream_of_one_chunk_per_step():
     assert derive_accept_length(Measurements(tpot_mean_s=0.01), mtp) == (None, None)
 
 
+def test_a_speculative_row_that_accepted_nothing_measured_plain_decoding():
+    """MI325X SGLang "MTP" rows: one token per chunk where every MI355X MTP row shows 1.8-2.5.
+    With no draft ever accepted they are plain decode steps, and settle says so."""
+    def labelled(itl_mean: float | None, accept: float | None = None) -> AnchorRecord:
+        rec = make(spec_method="mtp")
+        return attrs.evolve(rec, measurements=attrs.evolve(
+            rec.measurements, itl_mean_s=itl_mean, accept_length=accept))
+
+    plain = settle(labelled(0.0100))
+    assert plain.regime.spec_method == "none"
+    assert any("labelled mtp by its source" in n and "1.00 tokens" in n
+               for n in plain.provenance.notes)
+    assert settle(labelled(None, accept=1.0)).regime.spec_method == "none"
+    assert settle(plain) == plain  # idempotent
+    for kept in (labelled(0.024), labelled(0.47), labelled(None)):  # 2.4, a grouped stream, unknown
+        assert settle(kept).regime.spec_method == "mtp"
+
+
 def test_acceptance_for_a_mean_tokens_per_step():
     spec = SpeculativeSpec(method="mtp", draft_tokens=3)
     for tokens in (1.0, 1.82, 2.4, 3.9):

@@ -82,7 +82,9 @@ def assert_nothing_left(record: dict, folder: Path) -> None:
 
 def test_run_end_to_end_then_parse_and_store(tmp_path):
     sets = MTP + LOAD
-    plan = standin_plan(tmp_path, sets, server_args=["--spawn-child"])
+    # two tokens a chunk, as a speculating server that accepts a draft a step streams them
+    # (one a chunk would read as nothing accepted: a plain decode row)
+    plan = standin_plan(tmp_path, sets, server_args=["--spawn-child", "--tokens-per-chunk", "2"])
     record = run_plan(tmp_path, health_timeout_s=20, stop_grace_s=5, poll_s=0.1, echo=lambda s: None)
     assert record["status"] == "ok", json.dumps(record, indent=1)
     assert [p["status"] for p in record["probes"]] == ["ok"] * len(plan["probes"])

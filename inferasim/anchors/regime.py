@@ -12,7 +12,7 @@ from typing import Any
 import attrs
 
 from inferasim.anchors import normalise as nz
-from inferasim.anchors.record import AnchorRecord, Regime
+from inferasim.anchors.record import AnchorRecord, Regime, derive_accept_length
 
 #: Axes that define a regime, in the order a refusal names them.
 REGIME_AXES = ("model", "engine", "gpu", "gpu_isa", "kernel_family", "weight_dtype", "kv_dtype",
@@ -143,6 +143,10 @@ def compare(anchor: Regime, target: Target) -> tuple[list[AxisMismatch], list[st
 # ---------------------------------------------------------------- settling an anchor's regime
 
 
+#: Tokens per verify step at or below which a speculative row accepted no draft at all.
+NOTHING_ACCEPTED_TOKENS = 1.02
+
+
 def settle(record: AnchorRecord) -> AnchorRecord:
     """Normalise every spelling of a record and stamp what can be argued (idempotent).
 
@@ -152,7 +156,9 @@ def settle(record: AnchorRecord) -> AnchorRecord:
       ``mi30x`` -> gfx942 only);
     - an MXFP4 checkpoint on an AMD part ran on gfx950 (no other AMD ISA runs MXFP4);
     - ATOM always runs AITER kernels;
-    - attention-DP size (and the other parallel axes) from server args when unrecorded.
+    - attention-DP size (and the other parallel axes) from server args when unrecorded;
+    - a speculative row whose steps emitted one token each (no draft ever accepted: the
+      client's accept length, or its stream) measured plain decoding: ``spec_method`` none.
     """
     reg = record.regime
     prov = record.provenance
@@ -212,7 +218,17 @@ def settle(record: AnchorRecord) -> AnchorRecord:
         else:
             put("kv_dtype", kv)
     if reg.spec_method is not None:
-        put("spec_method", nz.spec_method(reg.spec_method))
+        spec = nz.spec_method(reg.spec_method)
+        put("spec_method", spec)
+        accept, source = derive_accept_length(record.measurements,
+                                              attrs.evolve(reg, spec_method=spec))
+        if accept is not None and accept <= NOTHING_ACCEPTED_TOKENS:
+            put("spec_method", "none",
+                f"spec_method none: labelled {spec} by its source, but its verify steps emitted "
+                f"{accept:.2f} tokens by {source}: nothing was speculated, so it "
+                "measured plain decode steps")
+            if reg.draft_tokens is not None:
+                changes["draft_tokens"] = None
     settled = attrs.evolve(reg, **changes)
     new_prov = prov
     if not prov.engine_version and prov.image:
