@@ -24,7 +24,8 @@ speed swings as x4 does); fleet-x4 (the hour overlapped 4 times on
 exact-mooncake-hour (the step-exact reference mode). On request (--case) only:
 mooncake-2x8 and exact-mooncake-2x8, the hour on two routed instances, a load they serve,
 where most steps are decode only and macro-steps pay most (one instance is prefill-bound:
-nearly every step carries a prompt chunk, which no macro-step can skip).
+nearly every step carries a prompt chunk, which no macro-step can skip); and
+exact-fixed-2048-512, the peers' shape step by step (512 decode steps a request).
 """
 
 from __future__ import annotations
@@ -204,8 +205,9 @@ def _run_once(name: str) -> dict:
 
 CASES = ("fixed-2048-512", "mooncake-hour", "agentx-c32", "scaling-x1", "scaling-x2",
          "scaling-x4", "fleet-x4", "exact-mooncake-hour")
-# Asked for by name only (--case): the macro-step gain where decode-only steps dominate.
-EXTRA_CASES = ("mooncake-2x8", "exact-mooncake-2x8")
+# Asked for by name only (--case): the macro-step gain where decode-only steps dominate
+# (exact-fixed-2048-512 steps a million times: about a minute).
+EXTRA_CASES = ("mooncake-2x8", "exact-mooncake-2x8", "exact-fixed-2048-512")
 
 
 def main() -> None:
@@ -239,7 +241,7 @@ def main() -> None:
     if {"scaling-x1", "fleet-x4"} <= set(by):
         print(f"fleet: 4x requests on 4 routed instances in "
               f"{by['fleet-x4']['wall_s'] / by['scaling-x1']['wall_s']:.2f}x the time")
-    for case in ("mooncake-hour", "mooncake-2x8"):
+    for case in ("mooncake-hour", "mooncake-2x8", "fixed-2048-512"):
         if {case, f"exact-{case}"} <= set(by):
             print(f"macro-steps vs reference on {case}: "
                   f"{by[f'exact-{case}']['wall_s'] / by[case]['wall_s']:.1f}x faster"
