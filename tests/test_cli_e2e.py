@@ -61,3 +61,15 @@ def test_out_where_nothing_can_be_written_is_one_line(tmp_path):
     assert "a-file/run: cannot write here" in result.output
     assert "Traceback" not in result.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+
+
+def test_strict_json_writes_missing_metrics_as_null():
+    import math
+
+    import numpy as np
+
+    from inferasim.report import strict_json
+
+    text = strict_json.dumps({"a": math.nan, "b": [1.5, np.float64("inf")], "c": {"d": -math.inf},
+                              "e": np.float64(2.0), "f": "x"})
+    assert json.loads(text) == {"a": None, "b": [1.5, None], "c": {"d": None}, "e": 2.0, "f": "x"}

@@ -80,3 +80,17 @@ def test_the_cli_reports_it_in_one_line(tmp_path):
     assert "refused 1000 requests in a row" in result.output
     assert "Traceback" not in result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_refused_requests_are_counted_with_a_reason_and_the_json_stays_strict(tmp_path):
+    path = _trace(tmp_path / "t.jsonl", [200_000] * 3)
+    args = ["run", "--set", "workload.format=mooncake", "--set", f"workload.trace={path}"]
+    table = CliRunner().invoke(cli, args)
+    assert table.exit_code == 0, table.output
+    assert "requests refused           3 (the first: prompt + output = 200032 tokens" in table.output
+    as_json = CliRunner().invoke(cli, [*args, "--json"])
+    assert "NaN" not in as_json.output
+    summary = json.loads(as_json.output)
+    assert summary["requests_completed"] == 0 and summary["requests_failed"] == 3
+    assert summary["ttft_p50_s"] is None
+    assert "exceed the model's context" in summary["requests_failed_example"]

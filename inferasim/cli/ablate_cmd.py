@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from inferasim.cli.options import resolve_scenario, scenario_options
 from inferasim.config.knobs import Knobs
+from inferasim.report import strict_json
 
 
 @click.command()
@@ -30,7 +29,7 @@ def ablate(scenario, overrides, settings, jobs, as_json, **flags):
     with make_executor(jobs, tasks=len(settings) + 1) as executor:
         result = run_ablation(resolved, settings, base, executor)
     if as_json:
-        click.echo(json.dumps(result, default=str))
+        click.echo(strict_json.dumps(result))
         return
     click.echo(f"{resolved.name}: {resolved.model.name} on {resolved.parallel.tp}x"
                f"{resolved.gpu.name}, {resolved.engine.name}, concurrency "

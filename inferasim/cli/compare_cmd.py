@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from inferasim.config.knobs import Knobs
 from inferasim.config.loader import load_scenario
+from inferasim.report import strict_json
 from inferasim.report.compare import compare_rows, compare_table
 from inferasim.report.run_report import replay_summary
 from inferasim.serve.simulation import simulate
@@ -31,6 +30,6 @@ def compare(scenario_a, scenario_b, overrides, as_json):
         names.append(sc.name)
     rows = compare_rows(*summaries)
     if as_json:
-        click.echo(json.dumps({"a": names[0], "b": names[1], "rows": rows}, default=str))
+        click.echo(strict_json.dumps({"a": names[0], "b": names[1], "rows": rows}))
     else:
         click.echo(compare_table(rows, names[0], names[1]))

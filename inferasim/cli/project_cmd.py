@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import math
 
 import click
 
 from inferasim.cli.options import resolve_scenario, scenario_options
 from inferasim.config.knobs import Knobs
+from inferasim.report import strict_json
 
 ROWS = (
     ("output_tok_s", "output tok/s", 1.0, "{:.1f}"),
@@ -69,8 +69,8 @@ def project(scenario, overrides, as_json, no_replay, **flags):
         _, replay = replay_summary(simulate(resolved, knobs))
         scored = score(projection, replay)
     if as_json:
-        click.echo(json.dumps({"projection": projection, "replay": replay, "score": scored},
-                              default=str))
+        click.echo(strict_json.dumps({"projection": projection, "replay": replay,
+                                      "score": scored}))
         return
     wl = projection["workload"]
     load = (f"rate {wl['rate']:.3g} req/s" if wl["rate"] else f"concurrency {wl['concurrency']}")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -10,6 +9,7 @@ import click
 
 from inferasim.cli.options import resolve_scenario, scenario_options
 from inferasim.config.knobs import Knobs
+from inferasim.report import strict_json
 from inferasim.report.run_report import replay_summary, write_outputs
 from inferasim.report.tables import summary_table
 from inferasim.serve.simulation import simulate
@@ -39,7 +39,7 @@ def run(scenario, overrides, as_json, out_dir, out_format, **flags):
                                        "'inferasim[parquet]')") from None
         write_outputs(Path(out_dir), result, frame, summary, out_format)
     if as_json:
-        click.echo(json.dumps(summary, default=str))
+        click.echo(strict_json.dumps(summary))
     else:
         wl = resolved.workload
         if wl.format == "mooncake" and not wl.mooncake_sessions:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +10,7 @@ import pandas as pd
 import yaml
 
 from inferasim.config.loader import scenario_to_dict
+from inferasim.report import strict_json
 from inferasim.report.atomic import atomic_dir
 from inferasim.report.frame import request_frame
 from inferasim.report.summary import summarize
@@ -42,7 +42,7 @@ def write_outputs(out_dir: Path, result, frame: pd.DataFrame, summary: dict[str,
         else:
             frame.to_csv(tmp / "requests.csv", index=False)
         occupancy_frame(result).to_csv(tmp / "occupancy.csv", index=False)
-        (tmp / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+        (tmp / "summary.json").write_text(strict_json.dumps(summary, indent=2) + "\n")
         resolved = scenario_to_dict(result.scenario)
         resolved["knobs"] = attrs.asdict(result.knobs)
         (tmp / "scenario.resolved.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))

@@ -40,10 +40,13 @@ def summarize(frame: pd.DataFrame, *, window_start_s: float, horizon_s: float,
     prompts = float(inwin.prompt_tokens.sum())
     hit = float(inwin.cached_tokens.sum()) / prompts if prompts else 0.0
     steps = sum(s.steps for s in engine_stats)
+    failed = inwin.failed[inwin.failed != ""]
     return {
         "requests_completed": int(len(done)),
         "requests_sent": int(len(inwin)),
-        "requests_failed": int((inwin.failed != "").sum()),
+        "requests_failed": int(len(failed)),
+        # why the first refused request was refused (requests.csv has every reason)
+        "requests_failed_example": str(failed.iloc[0]) if len(failed) else "",
         "window_s": window,
         "output_tok_s": out_tok / window,
         "input_tok_s": in_tok / window,

@@ -38,6 +38,9 @@ def summary_table(summary: dict[str, Any], title: str) -> str:
         else:
             value = _fmt(fmt, summary[key])
         lines.append(f"{label:<{width}}  {value}")
+        if key == "requests_completed" and summary.get("requests_failed"):
+            lines.append(f"{'requests refused':<{width}}  {summary['requests_failed']:d} "
+                         f"(the first: {summary.get('requests_failed_example', '?')})")
     cal = summary.get("calibration", {})
     lines.append(f"{'calibration':<{width}}  {cal.get('mode', '?')}: {cal.get('note', '')}")
     return "\n".join(lines)
