@@ -38,7 +38,8 @@ def harvest() -> None:
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535))
 @click.option("--trust-remote-code/--no-trust-remote-code", default=True, show_default=True,
               help="Given to the server and to the client (it loads the same tokenizer).")
-@click.option("--seed-base", type=click.IntRange(min=0), help="First seed (default: derived from the scenario).")
+@click.option("--seed-base", type=click.IntRange(min=0),
+              help="First seed (default: derived from the scenario).")
 @click.option("--target-isl", type=int, help="Longest prefill probe (default: the workload's ISL).")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan JSON instead of commands.")
 def plan_cmd(scenario: Path, out: Path, overrides: tuple[str, ...], repeats: int,
