@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -163,6 +164,7 @@ def test_a_speculative_target_takes_the_acceptance_its_group_measured():
         data = anchor(conc, step, regime=mtp)
         data["measurements"]["itl_mean_s"] = step * per_chunk
         data["measurements"]["itl_median_s"] = step * per_chunk
+        data["measurements"]["tpot_std_s"] = step * (0.10 if per_chunk > 2 else 0.30)
         return AnchorRecord.from_dict(data)
 
     base = load_scenario(str(REPO_ROOT / "scenarios" / "inferencemax"
@@ -171,6 +173,8 @@ def test_a_speculative_target_takes_the_acceptance_its_group_measured():
     others = [spec_anchor(2, 0.0095, 2.3), spec_anchor(8, 0.0108, 2.5)]
     target = _with_measured_acceptance(anchor_workload(base, held), others)
     assert target.speculative.tokens_per_step == pytest.approx(2.4, abs=1e-4)
+    # and their spread between requests (TPOT spread beyond the plain rows'), not its own
+    assert target.speculative.acceptance_cv == pytest.approx(np.sqrt(0.10**2 - 0.021**2))
     # without a readable stream the scenario's own acceptance stands
     grouped = [spec_anchor(2, 0.0095, 30.0)]
     kept = _with_measured_acceptance(anchor_workload(base, held), grouped)

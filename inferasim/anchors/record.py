@@ -22,6 +22,10 @@ COALESCING_RATIO = 1.5
 #: Draft depth read for a speculative record that does not state it: DeepSeek MTP's usual 3
 #: (SGLang's EAGLE auto choice for MTP checkpoints: 3 steps, top-k 1).
 DEFAULT_DRAFT_TOKENS = 3
+#: Spread of the per-request TPOT (std / mean) without speculation: the median of the 76
+#: shipped SGLang and ATOM rows that do not speculate (quartiles 0.013 and 0.044). What a
+#: speculative row spreads beyond it is read as requests accepting differently.
+PLAIN_TPOT_CV = 0.021
 
 
 @attrs.frozen
@@ -93,6 +97,8 @@ class Measurements:
     ttft_p90_s: float | None = None
     tpot_mean_s: float | None = None
     tpot_median_s: float | None = None
+    # Standard deviation of the per-request TPOT (its spread between requests).
+    tpot_std_s: float | None = None
     itl_mean_s: float | None = None
     itl_median_s: float | None = None
     e2e_mean_s: float | None = None
@@ -140,6 +146,18 @@ class AnchorRecord:
     @property
     def accept_length(self) -> float | None:
         return self.accept[0]
+
+    @property
+    def accept_spread(self) -> float | None:
+        """How much the tokens per step vary between requests, as a coefficient of variation:
+        the row's per-request TPOT spread beyond PLAIN_TPOT_CV (in quadrature), where its
+        tokens per step are known; else None."""
+        m = self.measurements
+        if self.accept_length is None or not (_present(m.tpot_std_s)
+                                               and _present(m.tpot_mean_s)):
+            return None
+        cv = m.tpot_std_s / m.tpot_mean_s
+        return math.sqrt(max(0.0, cv * cv - PLAIN_TPOT_CV * PLAIN_TPOT_CV))
 
     def little_mismatch(self) -> str | None:
         """Why the measured throughput contradicts the anchor's own latency (Little's law:

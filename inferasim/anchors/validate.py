@@ -234,13 +234,17 @@ def anchor_workload(base: Scenario, record: AnchorRecord, *,
 
 def _with_measured_acceptance(target: Scenario, others: list[AnchorRecord]) -> Scenario:
     """A speculative target's acceptance set to the tokens per step its group's other anchors
-    emitted (their mean), where their streams show it; the held-out point's own is not read.
-    Without it the scenario's acceptance stands."""
+    emitted (their mean), and its spread between requests to theirs, where their streams show
+    them; the held-out point's own are not read. Without them the scenario's stand."""
     spec = target.speculative
     lengths = [r.accept_length for r in others if r.accept_length is not None]
     if spec.method == "none" or not lengths:
         return target
-    return attrs.evolve(target, speculative=spec.with_tokens_per_step(float(np.mean(lengths))))
+    spec = spec.with_tokens_per_step(float(np.mean(lengths)))
+    spreads = [r.accept_spread for r in others if r.accept_spread is not None]
+    if spreads:
+        spec = attrs.evolve(spec, acceptance_cv=min(1.0, float(np.mean(spreads))))
+    return attrs.evolve(target, speculative=spec)
 
 
 # ---------------------------------------------------------------- measuring

@@ -470,7 +470,8 @@ class CalibratedOracle:
             StepCost(seconds=ratio * whole.seconds,
                      breakdown={k: ratio * v for k, v in whole.breakdown.items()}), prefills)
 
-    def decode_steps(self, ctx0: np.ndarray, steps: int, advance: float, width: int) -> np.ndarray:
+    def decode_steps(self, ctx0: np.ndarray, steps: int, advance: float | np.ndarray,
+                     width: int) -> np.ndarray:
         times = self.analytic.decode_steps(ctx0, steps, advance, width)
         if not self.calibrated:
             return times

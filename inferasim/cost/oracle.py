@@ -286,11 +286,13 @@ class AnalyticOracle:
                 out[f"attn_decode_{term}"] = float(secs.sum())
         return out
 
-    def decode_steps(self, ctx0: np.ndarray, steps: int, advance: float, width: int) -> np.ndarray:
+    def decode_steps(self, ctx0: np.ndarray, steps: int, advance: float | np.ndarray,
+                     width: int) -> np.ndarray:
         """Seconds of ``steps`` consecutive decode steps of a steady batch.
 
-        Sequence i is at context ``ctx0[i] + j * advance`` in step j; the batch does not change.
-        One vectorised evaluation for all steps: this is what makes macro-steps cheap.
+        Sequence i is at context ``ctx0[i] + j * advance`` in step j (``advance`` one figure,
+        or one per sequence); the batch does not change. One vectorised evaluation for all
+        steps: this is what makes macro-steps cheap.
         """
         n = ctx0.size
         # A batch of n runs macro-step after macro-step: its context-free part is remembered.
@@ -306,9 +308,11 @@ class AnalyticOracle:
         if self._linear:
             # Linear in context: step j costs the coefficients times the batch's total
             # context, sum(ctx0) + j * n * advance -- O(steps), whatever the batch size.
-            total = float(ctx0.sum()) + (n * advance) * np.arange(steps, dtype=np.float64)
+            grow = n * advance if np.isscalar(advance) else float(np.sum(advance))
+            total = float(ctx0.sum()) + grow * np.arange(steps, dtype=np.float64)
             return fixed + coef * total
-        ctx = ctx0[None, :].astype(np.float64) + advance * np.arange(steps, dtype=np.float64)[:, None]
+        ctx = ctx0[None, :].astype(np.float64) \
+            + np.arange(steps, dtype=np.float64)[:, None] * advance
         per_seq = sum(self._decode_attention(ctx.ravel(), width).values())
         attn = np.asarray(per_seq, dtype=np.float64).reshape(steps, n).sum(axis=1)
         return fixed + attn

@@ -27,6 +27,7 @@ class DecodeSet:
         self.cap = np.zeros(capacity)     # tokens the request's pages hold (tree + private)
         self.tree = np.zeros(capacity)    # of which the prefix cache holds
         self.out = np.zeros(capacity)
+        self.adv = np.zeros(capacity)     # tokens a step emits, per request
         # Decode steps at which the output target is reached: fixed while the request is in
         # the set, so finishes and macro lengths compare step counts instead of re-deriving
         # token counts every step.
@@ -39,7 +40,7 @@ class DecodeSet:
 
     def _grow(self) -> None:
         size = 2 * self.prompt.size
-        for name in ("prompt", "gen_base", "steps", "cap", "tree", "out", "fin"):
+        for name in ("prompt", "gen_base", "steps", "cap", "tree", "out", "adv", "fin"):
             arr = getattr(self, name)
             new = np.zeros(size)
             new[: arr.size] = arr
@@ -58,12 +59,13 @@ class DecodeSet:
         self.cap[i] = req.tree_tokens + req.private
         self.tree[i] = req.tree_tokens
         self.out[i] = req.spec.output_tokens
-        self.fin[i] = finish_step(req.gen_base, req.spec.output_tokens, self.advance)
+        adv = self.adv[i] = req.advance or self.advance
+        self.fin[i] = finish_step(req.gen_base, req.spec.output_tokens, adv)
 
     def sync_row(self, i: int) -> None:
         req = self.reqs[i]
         req.decode_steps = int(self.steps[i])
-        req.generated = self.gen_base[i] + self.steps[i] * self.advance
+        req.generated = self.gen_base[i] + self.steps[i] * self.adv[i]
         req.private = int(self.cap[i] - self.tree[i])
 
     def sync(self) -> None:
@@ -83,7 +85,7 @@ class DecodeSet:
             self.reqs[i] = moved
             moved.row = i
             for arr in (self.prompt, self.gen_base, self.steps, self.cap, self.tree, self.out,
-                        self.fin):
+                        self.adv, self.fin):
                 arr[i] = arr[last]
         self.reqs.pop()
         req.row = -1
@@ -95,7 +97,7 @@ class DecodeSet:
     # -- views over the live rows ---------------------------------------------------------
     def generated(self) -> np.ndarray:
         n = len(self.reqs)
-        return self.gen_base[:n] + self.steps[:n] * self.advance
+        return self.gen_base[:n] + self.steps[:n] * self.adv[:n]
 
     def add_steps(self, rows: np.ndarray | None, steps: int) -> np.ndarray:
         """``steps`` more decode steps for the requests at ``rows`` (None: every row); returns
@@ -137,7 +139,7 @@ class DecodeSet:
         if steps == 0:
             return self.context()
         n = len(self.reqs)
-        return self.prompt[:n] + (self.gen_base[:n] + (self.steps[:n] + steps) * self.advance)
+        return self.prompt[:n] + (self.gen_base[:n] + (self.steps[:n] + steps) * self.adv[:n])
 
     def remaining_output(self) -> np.ndarray:
         return self.out[: len(self.reqs)] - self.generated()

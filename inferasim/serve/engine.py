@@ -20,6 +20,7 @@ import simpy
 
 from inferasim.config.scenario import Scenario
 from inferasim.cost.oracle import StepBatch
+from inferasim.serve.acceptance import RequestAdvance
 from inferasim.serve.decode_set import DecodeSet
 from inferasim.serve.kv_manager import KVManager
 from inferasim.serve.live import LiveRequest
@@ -66,6 +67,11 @@ class EngineInstance:
         spec = scenario.speculative
         self.width = spec.verify_width
         self.advance = spec.tokens_per_step
+        # Requests accept alike unless the scenario spreads them (``acceptance_cv``); each then
+        # draws its own tokens per step from the replay's seed and its id, in both step modes.
+        self._advance_of = (
+            RequestAdvance(self.advance, spec.acceptance_cv, self.width, scenario.workload.seed)
+            if spec.acceptance_cv > 0 and spec.method != "none" else None)
         self.exact = scenario.sim.exact_steps
         self._host_s_per_token = eng.uncached_prompt_latency_us * 1e-6
         self._host_cap = eng.uncached_prompt_latency_max_tokens
@@ -338,6 +344,8 @@ class EngineInstance:
         if req.generated >= req.spec.output_tokens:
             self._finish(req, now)
         else:
+            if self._advance_of is not None and not req.advance:
+                req.advance = self._advance_of(req.rid)
             self.decoding.add(req)
 
     def _apply_decode(self, step: Step, steps: int, now: float) -> None:
@@ -395,19 +403,20 @@ class EngineInstance:
         # preemption is taken singly.
         room = self.kv.pool.free + self.kv.cache.evictable_tokens
         page = self.kv.page
-        adv, width = self.advance, self.width
+        width = self.width
         # Steps 2..k grow the batch, or 1..k when the scheduler has not grown the first.
         growing = k - 1 if allocated else k
-        if n * (growing * adv + width + 2 * page) <= room:
+        most = self.advance if self._advance_of is None else float(width)
+        if n * (growing * most + width + 2 * page) <= room:
             return k  # more than the batch could grow by (a page of rounding each side)
-        prompt, base, done = dec.prompt[:n], dec.gen_base[:n], dec.steps[:n]
+        prompt, base, done, adv = dec.prompt[:n], dec.gen_base[:n], dec.steps[:n], dec.adv[:n]
         tree = dec.tree[:n]
         priv = dec.cap[:n] - tree
 
         def need(js: np.ndarray) -> np.ndarray:
             """Pages (in tokens) the batch must add to run through step j + 1, per j (the
             context by ``DecodeSet.context_after``'s operations)."""
-            ctx = prompt[None, :] + (base[None, :] + (done[None, :] + js[:, None]) * adv)
+            ctx = prompt[None, :] + (base[None, :] + (done[None, :] + js[:, None]) * adv[None, :])
             tokens = np.ceil(ctx + width - tree[None, :])
             return np.maximum(0.0, np.ceil(tokens / page) * page - priv[None, :]).sum(axis=1)
 
@@ -441,7 +450,7 @@ class EngineInstance:
         returns whether all of them ran (no arrival cut them short)."""
         env = self.env
         ctx0 = self.decoding.context()
-        times = self.oracle.decode_steps(ctx0, k, self.advance, self.width)
+        times = self.oracle.decode_steps(ctx0, k, self._advances(), self.width)
         t0 = env.now
         ends = _step_ends(t0, times)
         self._plan = (ends, k)
@@ -569,7 +578,7 @@ class EngineInstance:
             yield env.timeout(seconds)
             return False
         dec = self.decoding
-        times = self.oracle.decode_steps(dec.context(), k, self.advance, self.width)
+        times = self.oracle.decode_steps(dec.context(), k, self._advances(), self.width)
         ends = _step_ends(t0, np.concatenate(([seconds], times)))
         done = yield from self._through(ends)  # the prefill step is followed by a read
         if done > 1:
@@ -577,6 +586,12 @@ class EngineInstance:
             # the first decode step is included in the growth: no scheduler grew it
             self._decoded(_EVERY_DECODER, done - 1, float(ends[done - 1]) - float(ends[0]))
         return done == k + 1
+
+    def _advances(self) -> float | np.ndarray:
+        """Tokens each decoding request's step emits: one figure when all accept alike."""
+        if self._advance_of is None:
+            return self.advance
+        return self.decoding.adv[: len(self.decoding)]
 
     def _grow_through(self, steps: int) -> None:
         """Allocate the pages steps 1..``steps`` of a macro-step grew into (the first usually

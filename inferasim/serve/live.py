@@ -27,6 +27,7 @@ class LiveRequest:
     # and single steps reach bit-identical token counts.
     gen_base: float = 0.0
     decode_steps: int = 0
+    advance: float = 0.0       # tokens a verify step emits for this request (0: the engine's)
     private: int = 0           # pool tokens held privately (uncached tail, decode growth)
     tree_tokens: int = 0       # tokens of this request's context held by the prefix cache
     node: object = None        # the cache node this request keeps locked

@@ -116,6 +116,7 @@ def row_to_record(row: Mapping[str, Any], *, file: str) -> AnchorRecord:
         ttft_mean_s=num(_get(row, "mean_ttft")), ttft_median_s=num(_get(row, "median_ttft")),
         ttft_p90_s=num(_get(row, "p90_ttft")),
         tpot_mean_s=num(_get(row, "mean_tpot")), tpot_median_s=num(_get(row, "median_tpot")),
+        tpot_std_s=num(_get(row, "std_tpot")),
         itl_mean_s=num(_get(row, "mean_itl")), itl_median_s=num(_get(row, "median_itl")),
         e2e_mean_s=num(_get(row, "mean_e2el")),
         tput_per_gpu_total=num(_get(row, "tput_per_gpu")),

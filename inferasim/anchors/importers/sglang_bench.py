@@ -81,6 +81,7 @@ def line_to_record(data: Mapping[str, Any], *, file: str, index: int) -> AnchorR
         ttft_mean_s=ms(data.get("mean_ttft_ms")), ttft_median_s=ms(data.get("median_ttft_ms")),
         ttft_p90_s=ms(data.get("p90_ttft_ms")),
         tpot_mean_s=ms(data.get("mean_tpot_ms")), tpot_median_s=ms(data.get("median_tpot_ms")),
+        tpot_std_s=ms(data.get("std_tpot_ms")),
         itl_mean_s=ms(data.get("mean_itl_ms")), itl_median_s=ms(data.get("median_itl_ms")),
         e2e_mean_s=ms(data.get("mean_e2e_latency_ms")),
         tput_per_gpu_total=per_gpu(total_tps, gpus), tput_per_gpu_output=per_gpu(out_tps, gpus),
