@@ -96,9 +96,9 @@ class SpeculativeSpec:
     method: str = attrs.field(default="none", metadata=choices("none", "mtp", "eagle3", "dspark"))
     draft_tokens: int = attrs.field(default=0, metadata=at_least(0))
     acceptance: float = attrs.field(default=0.0, metadata=between(0.0, 1.0))
-    # How much the tokens a verify step emits vary between requests (their coefficient of
-    # variation; 0: every request accepts alike). Each request draws its own mean, kept for its
-    # life, within 1 and the verify width.
+    # How much the tokens a verify step emits vary between requests: the coefficient of
+    # variation of their TPOT, at this workload's output length (0: every request accepts
+    # alike). Each request draws one rate for its decode, within 1 and the verify width.
     acceptance_cv: float = attrs.field(default=0.0, metadata=between(0.0, 1.0))
 
     @property

@@ -1,10 +1,12 @@
 """Tokens per verify step, request by request.
 
 Under speculative decoding requests accept differently (what they generate decides how often
-the draft is right), and each keeps its rate over its whole decode: the measured rows show it
-as a spread of TPOT between requests (coefficient of variation 0.07-0.21 on the InferenceMAX
-MTP rows against 0.01-0.08 without speculation). Requests that accept alike and start together
-finish together; spread, they finish apart, as the slots of a real server turn over.
+the draft is right): the measured rows show it as a spread of TPOT between requests
+(coefficient of variation 0.07-0.21 on the InferenceMAX MTP rows at 1k/1k, against 0.01-0.08
+without speculation). Requests that accept alike and start together finish together; spread,
+they finish apart, as the slots of a real server turn over. The model gives a request one rate
+for its whole decode. The rows' spread shrinks over longer outputs (0.04-0.05 at 1k/8k), so a
+real rate wanders, and the figure a scenario gives is the spread at its own output length.
 """
 
 from __future__ import annotations
