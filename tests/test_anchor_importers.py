@@ -45,6 +45,7 @@ def test_inferencemax_csv_single_node_rows():
     m = first.measurements
     assert m.ttft_median_s == pytest.approx(0.10217383736744523)
     assert m.tput_per_gpu_total == pytest.approx(198.9447984579421)
+    assert 0 < m.tpot_std_s < m.tpot_mean_s  # the spread of TPOT between requests
     assert first.decode_step == (m.itl_median_s, "median_itl")
     engines = {r.regime.engine for r in records}
     assert engines == {"sglang", "atom", "trt"}  # no dynamo-*, no mori-sglang (all disagg)
@@ -135,6 +136,7 @@ def test_vllm_bench_serve_json():
                                                                                        100)
     assert record.regime.weight_dtype == "fp8" and record.regime.gpu == "b200"
     assert record.measurements.ttft_mean_s == pytest.approx(8.304430055648554)
+    assert record.measurements.tpot_std_s == pytest.approx(0.031644201779399506)
     assert record.measurements.tput_per_gpu_total == pytest.approx(39512.75064655779 / 8)
     assert record.provenance.date == "2026-01-29"
     assert record.decode_step[0] == pytest.approx(0.04234402300789952)
@@ -183,6 +185,7 @@ def test_sglang_bench_serving_with_server_info():
     assert record.server_args["tp_size"] == 8 and len(record.server_args) < 60
     assert record.workload.concurrency == 100 and record.workload.dataset == "random"
     assert record.measurements.tput_per_gpu_total is not None
+    assert record.measurements.tpot_std_s == pytest.approx(0.03946305254911925)
 
 
 def test_sglang_dp_without_dp_attention_is_replicas():
@@ -217,6 +220,7 @@ def test_aiperf_new_schema():
     m = record.measurements
     assert m.ttft_mean_s == pytest.approx(12.69525872995064)
     assert m.tpot_mean_s == pytest.approx(0.022899478392626104)
+    assert m.tpot_std_s == pytest.approx(0.01986206938491457)
     assert m.itl_median_s == pytest.approx(0.020280885)
     assert m.tput_per_gpu_output == pytest.approx(161.99612075969227 / 4)
     assert record.provenance.tool == "aiperf 0.8.0" and record.provenance.date == "2026-07-09"
