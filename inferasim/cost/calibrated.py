@@ -200,10 +200,10 @@ class CalibratedOracle:
                 measured -= self._modelled_stall(record, measured)
             if spec_target or (reg.spec_method not in (None, "none")):
                 # Mean TPOT is seconds per emitted token; a verify step emits accept_length.
-                accept = record.accept_length or self._advance
-                if record.accept_length:
-                    accepted.append(record.accept_length)
-                measured *= accept
+                own = record.accept_length
+                if own:
+                    accepted.append(own)
+                measured *= own or self._advance
             self.points.append(AnchorPoint(record.id, batch, w.isl + w.osl / 2.0, measured, key))
         if skipped_open:
             self._notes.append(f"{len(skipped_open)} usable anchor(s) without a closed-loop "
@@ -555,12 +555,12 @@ class CalibratedOracle:
 
 # Every shipped speculative (MTP) sweep's measured/analytic ratio grows with the batch, none
 # of the others' does: log(ratio) over log(batch) is 0.12-0.41 across the nine MTP groups
-# (pooled 0.20, median 0.23) against -0.1 to +0.1 without speculation. Part of it is the
-# tokens per verify step falling with load (median ITL over TPOT, 1.9 at c16 to 1.6 at c64 on
-# MI355X SGLang; 1.7 at c8 to 1.1 at c256 on ATOM mxfp4), the rest a verify step that grows
-# faster than the analytic one; neither is modelled, so the pooled trend is carried where an
-# MTP target's anchors give none (``_ratio_at``), instead of holding the ratio flat
-# (docs/anchors.md: leave-one-out TPOT p90 17.6% -> 13.1%).
+# (pooled 0.20, median 0.23) against -0.1 to +0.1 without speculation. It is not the tokens
+# per verify step falling with load (mean ITL over mean TPOT stays flat, 2.41 to 2.35 from c16
+# to c64 on MI355X SGLang) but a verify step that grows faster than the analytic one, which is
+# not modelled, so the pooled trend is carried where an MTP target's anchors give none
+# (``_ratio_at``), instead of holding the ratio flat (docs/anchors.md: leave-one-out TPOT p90
+# 17.6% -> 13.1%).
 SPEC_RATIO_BATCH_EXPONENT = 0.2
 
 # A trend carried past the measured sweep may change the end ratio by at most this factor.
