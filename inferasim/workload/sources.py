@@ -44,15 +44,17 @@ class SessionSource:
 
 
 class PoissonSource:
-    """Open loop: generated requests at Poisson arrival times."""
+    """Open loop: generated requests at Poisson arrival times, through the warm-up and the
+    measured window after it (the report's window starts at ``warmup_s``)."""
 
     open_loop = True
 
     def __init__(self, generator, rate: float, duration_s: float, rng: np.random.Generator,
-                 block_tokens: int):
+                 block_tokens: int, warmup_s: float = 0.0):
         self.generator = generator
         self.rate = rate
         self.duration_s = duration_s
+        self.warmup_s = warmup_s
         self.rng = rng
         self.block_tokens = block_tokens
 
@@ -60,7 +62,7 @@ class PoissonSource:
         raise TypeError("an open-loop source has no sessions")
 
     def arrivals(self) -> Iterator[Arrival]:
-        for t in poisson_times(self.rate, self.duration_s, self.rng):
+        for t in poisson_times(self.rate, self.warmup_s + self.duration_s, self.rng):
             yield Arrival(float(t), self.generator.next_session().turns[0].request)
 
 
@@ -77,7 +79,7 @@ def workload_source(scenario: Scenario, rng: np.random.Generator) -> WorkloadSou
             gen = RandomRequests(wl.isl, wl.osl, wl.random_range_ratio, rng)
             block = BLOCK_TOKENS
         if wl.rate is not None:
-            return PoissonSource(gen, wl.rate, duration, rng, block)
+            return PoissonSource(gen, wl.rate, duration, rng, block, wl.warmup_s)
         return SessionSource(gen, block, duration)
     if fmt == "mooncake":
         from inferasim.workload.mooncake import mooncake_source
