@@ -12,11 +12,22 @@ SCENARIO_FLAG_KEYS = {
     "workload_resident_tokens": "workload.resident_tokens",
     "exact_steps": "sim.exact_steps",
     "des_client_idle_cap_ms": "workload.idle_cap_ms",
+    "uncached_prompt_latency_us": "engine.uncached_prompt_latency_us",
+    "uncached_prompt_latency_max_tokens": "engine.uncached_prompt_latency_max_tokens",
 }
 
 
 def scenario_options(func):
     """SCENARIO argument, --set overrides and the scenario-key shortcuts."""
+    func = click.option("--uncached-prompt-latency-max-tokens", type=click.IntRange(min=0),
+                        default=None,
+                        help="Uncached prompt tokens charged at most by "
+                             "--uncached-prompt-latency-us; 0 = no cap "
+                             "(engine.uncached_prompt_latency_max_tokens).")(func)
+    func = click.option("--uncached-prompt-latency-us", type=click.FloatRange(min=0),
+                        default=None,
+                        help="Host time per uncached prompt token, added to TTFT only, us; "
+                             "0 = off (engine.uncached_prompt_latency_us).")(func)
     func = click.option("--des-client-idle-cap-ms", type=float, default=None,
                         help="Cap on a lane's idle gap while nothing of it is in flight, ms "
                              "(workload.idle_cap_ms; negative = uncapped).")(func)
@@ -34,7 +45,11 @@ def scenario_options(func):
     return func
 
 
+def flag_overrides(flags) -> list[str]:
+    """The shortcut flags given, as ``key=value`` overrides (applied after ``--set``)."""
+    return [f"{SCENARIO_FLAG_KEYS[k]}={str(v).lower() if isinstance(v, bool) else v}"
+            for k, v in flags.items() if k in SCENARIO_FLAG_KEYS and v is not None]
+
+
 def resolve_scenario(scenario, overrides, check_fit: bool = True, **flags):
-    extra = [f"{SCENARIO_FLAG_KEYS[k]}={str(v).lower() if isinstance(v, bool) else v}"
-             for k, v in flags.items() if k in SCENARIO_FLAG_KEYS and v is not None]
-    return load_scenario(scenario, list(overrides) + extra, check_fit=check_fit)
+    return load_scenario(scenario, list(overrides) + flag_overrides(flags), check_fit=check_fit)

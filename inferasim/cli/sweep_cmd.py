@@ -7,7 +7,7 @@ import time
 
 import click
 
-from inferasim.cli.options import resolve_scenario, scenario_options
+from inferasim.cli.options import flag_overrides, resolve_scenario, scenario_options
 from inferasim.config.knobs import Knobs
 
 
@@ -61,7 +61,7 @@ def sweep(scenario, overrides, ladder, grid_items, jobs, ray_address, out_dir, n
     grid = parse_grid(grid_items)
     base = resolve_scenario(scenario, overrides, **flags)
     knobs = Knobs.from_env()
-    all_overrides = list(overrides) + _flag_overrides(flags)
+    all_overrides = list(overrides) + flag_overrides(flags)
     rungs = build_ladder(scenario, all_overrides, concurrency, grid, knobs,
                          resolve=lambda path, ovr: resolve_scenario(path, ovr))
     started = time.perf_counter()
@@ -83,9 +83,3 @@ def sweep(scenario, overrides, ladder, grid_items, jobs, ray_address, out_dir, n
     click.echo(f"({len(rungs)} rungs on {executor.name} x{executor.workers} in {elapsed:.1f} s of "
                f"wall time; wrote {', '.join(written)} to {out_dir})")
 
-
-def _flag_overrides(flags) -> list[str]:
-    from inferasim.cli.options import SCENARIO_FLAG_KEYS
-
-    return [f"{SCENARIO_FLAG_KEYS[k]}={str(v).lower() if isinstance(v, bool) else v}"
-            for k, v in flags.items() if k in SCENARIO_FLAG_KEYS and v is not None]

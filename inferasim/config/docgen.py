@@ -70,6 +70,14 @@ def render() -> str:
             out.append(f"| `{field.name}` | {_type_name(hints[field.name], field)} | "
                        f"{_default(field)} |")
         out.append("")
+    # The docs tool reads the CLI's table; the config package itself does not depend on it.
+    from inferasim.cli.options import SCENARIO_FLAG_KEYS
+
+    out += ["## Command-line shortcuts", "",
+            "`run`, `describe`, `sweep`, `project` and `ablate` take these flags beside `--set`; each sets "
+            "its key (after the `--set` overrides).", "", "| flag | key |", "| --- | --- |"]
+    out += [f"| `--{flag.replace('_', '-')}` | `{key}` |" for flag, key in SCENARIO_FLAG_KEYS.items()]
+    out.append("")
     return "\n".join(out)
 
 

@@ -61,12 +61,12 @@ class EngineSpec:
     attention_backend: str = ""
     # Host-side time each step pays on top of the GPU's own fixed cost; seconds.
     step_overhead_s: float = attrs.field(default=0.0, metadata=at_least(0))
-    # SGLang's admission reserves each new request's remaining output (clipped) and each
-    # running request's at ``new_token_ratio``; vLLM reserves nothing for outputs.
     # Opt-in host-side TTFT term per uncached prompt token (behaviour.md 5); 0 = off.
     uncached_prompt_latency_us: float = attrs.field(default=0.0, metadata=at_least(0))
     # At most this many uncached tokens are charged; 0 = no cap.
     uncached_prompt_latency_max_tokens: int = attrs.field(default=0, metadata=at_least(0))
+    # SGLang's admission reserves each new request's remaining output (clipped) and each
+    # running request's at ``new_token_ratio``; vLLM reserves nothing for outputs.
     reserve_output_on_admission: bool = False
     output_reserve_clip: int = attrs.field(default=4096, metadata=at_least(0))
     new_token_ratio_init: float = 0.7
