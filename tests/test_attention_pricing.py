@@ -67,6 +67,31 @@ def test_indexer_rate_scale_and_replication():
     assert over["indexing"][0] == pytest.approx(8e12 / 2e15)
 
 
+def test_dpa_decode_of_grouped_kv_kinds_keeps_the_roofline():
+    # A GQA rank holding every head of its sequences still reads each KV head for only its
+    # group of query heads: its decode attention stays bound by the KV read under DPA.
+    g = gpu("mi355x")
+    ctx = np.array([8192.0, 131072.0])
+    for name in ("llama-3.1-70b", "minimax-m3"):
+        kind = attention_for(model(name))
+        cost = kind.decode(ctx, 1, "bf16")
+        kw = dict(attn_tp=1, kv_bytes_divisor=1.0, kv_dtype="bf16")
+        dpa = kind_attention_seconds(kind, cost, g, phase="dpa-decode", **kw)
+        dec = kind_attention_seconds(kind, cost, g, phase="decode", **kw)
+        for term in dpa:
+            np.testing.assert_allclose(dpa[term], dec[term])
+        read = cost.bytes["dense"] / (g.hbm_bw * g.efficiency.memory)
+        assert (dpa["dense"] >= read * (1 - 1e-12)).all()
+    # MLA keeps compute-only pricing there (every query head over one shared latent).
+    r1 = attention_for(model("deepseek-r1"))
+    cost = r1.decode(ctx, 1, "fp8")
+    dpa = kind_attention_seconds(r1, cost, g, phase="dpa-decode", attn_tp=1,
+                                 kv_bytes_divisor=1.0, kv_dtype="fp8")
+    math = attention_math_dtype(g, phase="dpa-decode", kv_dtype="fp8", attention_kind="mla")
+    np.testing.assert_allclose(dpa["dense"], cost.flops["dense"]
+                               / (g.peak_flops(math) * g.efficiency.attention))
+
+
 def test_decode_roofline_and_dpa_compute_only():
     g = toy_gpu()
     cost = AttentionCost({"dense": np.array([1e9])}, {"dense": np.array([1e9])})
@@ -176,6 +201,27 @@ def test_decode_attention_cost_configured_scale_only_for_dense_kinds():
     assert a.flops == b.flops
 
 
+def test_configured_dpa_decode_scale_reaches_the_oracle():
+    from inferasim.config.loader import load_scenario
+    from inferasim.cost.oracle import AnalyticOracle, StepBatch
+
+    def attention_ms(name, dpa, *extra, knobs=None):
+        sc = load_scenario(None, [f"model.name={name}", "gpu.name=mi355x", "parallel.tp=8",
+                                  f"parallel.dp_attention={dpa}", *extra])
+        cost = AnalyticOracle(sc, knobs).step(StepBatch(decode_context=np.full(8, 32768.0)))
+        return {k: v for k, v in cost.breakdown.items() if k.startswith("attn")}
+
+    scale = "engine.dpa_decode_attention_scale=0.25"
+    for name in ("deepseek-r1", "llama-3.1-70b"):  # kinds that neither select nor compress
+        plain, scaled = attention_ms(name, 8), attention_ms(name, 8, scale)
+        assert scaled == pytest.approx({k: 0.25 * v for k, v in plain.items()})
+        assert attention_ms(name, 1, scale) == attention_ms(name, 1)  # DPA decode only
+        dense = Knobs(dpa_decode_dense=True)
+        assert attention_ms(name, 8, scale, knobs=dense) == attention_ms(name, 8, knobs=dense)
+    # Selection prices itself: the scale does not act on a DSA model.
+    assert attention_ms("deepseek-v3.2", 8, scale) == attention_ms("deepseek-v3.2", 8)
+
+
 def test_dense_kinds_ratio_one():
     kind = attention_for(model("llama-3.1-8b"))
     r, _, _ = ratio(kind, gpu("h100"), [8192, 131072], kv_dtype="bf16")
@@ -186,7 +232,7 @@ def test_kind_seconds_use_kind_indexer_dtype():
     # MiniMax-M3 keeps a bf16 index cache: its indexer runs at the bf16 rate.
     m3 = attention_for(model("minimax-m3"))
     cost = m3.decode(np.array([131072.0]), 1, "bf16")
-    g = toy_gpu()
+    g = toy_gpu(hbm_bw=1e18)  # memory never binds: the rate is what is read here
     secs = kind_attention_seconds(m3, cost, g, phase="dpa-decode", attn_tp=1,
                                   kv_bytes_divisor=1.0, kv_dtype="bf16")
     assert secs["indexing"][0] == pytest.approx(cost.flops["indexing"][0] / 1e15)

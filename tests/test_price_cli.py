@@ -84,6 +84,20 @@ def test_scenario_input(tmp_path):
     assert out["contexts"][0]["ratio_to_dense"] < 0.05
 
 
+def test_scenario_dpa_decode_scale_prices_a_dense_kind(tmp_path):
+    def ratio(extra: str) -> float:
+        path = tmp_path / "r1.yaml"
+        path.write_text("name: r1-dpa\nmodel: {name: deepseek-r1}\ngpu: {name: mi355x}\n"
+                        f"engine: {{name: sglang{extra}}}\n"
+                        "parallel: {tp: 8, dp_attention: 8}\n")
+        res = run([str(path), "--context", "65536", "--json"])
+        assert res.exit_code == 0, res.output
+        return json.loads(res.output)["contexts"][0]["ratio_to_dense"]
+
+    assert ratio("") == pytest.approx(1.0)
+    assert ratio(", dpa_decode_attention_scale: 0.3") == pytest.approx(0.3)
+
+
 def test_bad_context_exits_2():
     res = run(["glm-5.2", "--context", "abc"])
     assert res.exit_code == 2

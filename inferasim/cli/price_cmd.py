@@ -96,12 +96,13 @@ def _resolve(target: str, gpu_name: str | None, kv_dtype: str | None, width: int
                 "phase": phase or ("dpa-decode" if dpa else "decode"),
                 "attn_tp": sc.parallel.attn_tp,
                 "kv_divisor": 1.0 if replicated else float(sc.parallel.attn_tp),
+                "dpa_decode_scale": sc.engine.dpa_decode_attention_scale,
                 "source": f"scenario {sc.name} ({target})"}
     model = _catalog_spec("models", ModelSpec, target, "MODEL")
     gpu = _catalog_spec("gpus", GpuSpec, gpu_name or DEFAULT_GPU, "--gpu")
     return {"model": model, "gpu": gpu, "kv_dtype": kv_dtype or _default_kv_dtype(model),
             "width": width or 1, "phase": phase or "dpa-decode", "attn_tp": 1,
-            "kv_divisor": 1.0, "source": f"catalog model {target}"}
+            "kv_divisor": 1.0, "dpa_decode_scale": None, "source": f"catalog model {target}"}
 
 
 def _floats(d: dict[str, np.ndarray], i: int) -> dict[str, float]:
@@ -111,8 +112,11 @@ def _floats(d: dict[str, np.ndarray], i: int) -> dict[str, float]:
 def price_table(kind: AttentionKind, gpu: GpuSpec, contexts: list[int], *, phase: str,
                 kv_dtype: str, width: int = 1, chunk: int = 8192, attn_tp: int = 1,
                 kv_divisor: float = 1.0, dense: bool = False,
-                indexer_cost_scale: float | None = None) -> list[dict]:
-    """One row per context: the dense charge, the terms run, total and ratio to dense."""
+                indexer_cost_scale: float | None = None,
+                dpa_decode_scale: float | None = None) -> list[dict]:
+    """One row per context: the dense charge, the terms run, total and ratio to dense.
+    ``dpa_decode_scale`` is the scenario's ``engine.dpa_decode_attention_scale``, applied to
+    the dpa-decode phase only, as the oracle does."""
     ctx = np.asarray(contexts, dtype=np.float64)
     if phase == "prefill":
         c = np.minimum(ctx, float(chunk))
@@ -122,7 +126,8 @@ def price_table(kind: AttentionKind, gpu: GpuSpec, contexts: list[int], *, phase
         ref = dense_prefill_cost(kind, c, resident, kv_dtype)
         per = c  # seconds per prefill token
     else:
-        cost = decode_attention_cost(kind, ctx, width, kv_dtype, dense=dense)
+        cost = decode_attention_cost(kind, ctx, width, kv_dtype, dense=dense,
+                                     scale=dpa_decode_scale if phase == "dpa-decode" else None)
         ref = kind.dense_reference(ctx, width, kv_dtype)
         per = np.ones_like(ctx)  # seconds per decode step of one sequence
     kw = dict(phase=phase, attn_tp=attn_tp, kv_bytes_divisor=kv_divisor, kv_dtype=kv_dtype,
@@ -188,7 +193,8 @@ def price(target, contexts, phase, gpu_name, kv_dtype, width, chunk, indexer_cos
     scale = gpu.sparse_indexer_cost_scale if indexer_cost_scale is None else indexer_cost_scale
     rows = price_table(kind, gpu, contexts, phase=phase, kv_dtype=r["kv_dtype"],
                        width=r["width"], chunk=chunk, attn_tp=r["attn_tp"],
-                       kv_divisor=r["kv_divisor"], dense=dense, indexer_cost_scale=scale)
+                       kv_divisor=r["kv_divisor"], dense=dense, indexer_cost_scale=scale,
+                       dpa_decode_scale=r["dpa_decode_scale"])
     math = attention_math_dtype(gpu, phase=phase, kv_dtype=r["kv_dtype"],
                                 attention_kind=model.attention.kind)
     head = {

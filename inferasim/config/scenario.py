@@ -58,6 +58,10 @@ class EngineSpec:
     kv_pool_tokens: int | None = attrs.field(default=None, metadata=at_least(1))
     # mori-sglang shards the MLA latent across attention-TP ranks; vLLM and SGLang replicate it.
     mla_latent_sharded: bool = False
+    # Attention-DP decode of a kind that neither selects nor compresses is charged dense times
+    # this factor when set (a measured sparse-attention factor of the engine's DPA decode
+    # kernel; behaviour.md 3). Selection and compression price themselves and ignore it.
+    dpa_decode_attention_scale: float | None = attrs.field(default=None, metadata=above(0))
     attention_backend: str = ""
     # Host-side time each step pays on top of the GPU's own fixed cost; seconds.
     step_overhead_s: float = attrs.field(default=0.0, metadata=at_least(0))

@@ -3,11 +3,14 @@
 Phases:
 - ``decode`` under tensor parallelism: heads split over attention-TP ranks, so each rank does
   1/attn_tp of the FLOPs but (MLA) reads the whole replicated latent; a roofline per term.
-- ``dpa-decode``: under attention-DP a rank runs every head of its own sequences, so decode
-  attention over long contexts is compute-bound; priced from the attention actually run
-  (compression schedule, else uniform selection, else a configured scale) plus the indexer,
-  unless ``dense`` is forced by INFERASIM_DPA_DECODE_DENSE (see
-  ``inferasim.arch.sparse_attention.decode_attention_cost``).
+- ``dpa-decode``: under attention-DP a rank runs every head of its own sequences, so MLA-family
+  decode attention over long contexts (every query head over one shared latent) is
+  compute-bound; priced from the attention actually run (compression schedule, else uniform
+  selection, else a configured scale) plus the indexer, unless ``dense`` is forced by
+  INFERASIM_DPA_DECODE_DENSE (see ``inferasim.arch.sparse_attention.decode_attention_cost``).
+  GQA kinds keep the roofline there: a KV head serves only its group of query heads (a few
+  FLOPs per byte read), so holding every head does not make their decode compute-bound, and
+  compute alone priced Llama-3.1-70B's DPA decode attention about 20x below its KV read.
 - ``prefill``: compute-bound per term, heads split over attention-TP ranks.
 
 Math rates:
@@ -35,6 +38,9 @@ INDEXING = "indexing"
 
 
 FP8_MATH_KINDS = ("mla", "mla_dsa")
+# Kinds whose KV heads are read by a small group of query heads: memory-bound in every decode
+# phase, attention-DP included.
+GROUPED_KV_KINDS = ("gqa", "gqa_block_sparse")
 
 
 def attention_math_dtype(gpu: GpuSpec, *, phase: str, kv_dtype: str | None,
@@ -61,13 +67,15 @@ def indexer_rate(gpu: GpuSpec, *, index_dtype: str = "fp8",
 def attention_seconds(cost: AttentionCost, gpu: GpuSpec, *, phase: str, attn_tp: int,
                       kv_bytes_divisor: float, math_dtype: str = "bf16",
                       index_dtype: str = "fp8",
-                      indexer_cost_scale: float | None = None) -> dict[str, np.ndarray]:
+                      indexer_cost_scale: float | None = None,
+                      dpa_roofline: bool = False) -> dict[str, np.ndarray]:
     """Seconds per sequence for each term.
 
     ``kv_bytes_divisor`` is how many ranks share the reading of the KV bytes (attn_tp for GQA
     heads split across ranks, 1 for a replicated MLA latent). ``math_dtype`` is the dtype of
     the attention terms' math (``attention_math_dtype``); ``index_dtype`` the indexer's;
-    ``indexer_cost_scale`` overrides the GPU's kernel scale.
+    ``indexer_cost_scale`` overrides the GPU's kernel scale. ``dpa_roofline`` prices the
+    dpa-decode phase as decode (the roofline) rather than by compute alone (GQA kinds).
     """
     if phase not in PHASES:
         raise ValueError(phase)
@@ -83,7 +91,7 @@ def attention_seconds(cost: AttentionCost, gpu: GpuSpec, *, phase: str, attn_tp:
         else:
             compute = flops / (attn_rate * attn_tp)
             divisor = kv_bytes_divisor
-        if phase == "decode":
+        if phase == "decode" or (dpa_roofline and phase == "dpa-decode"):
             memory = np.asarray(cost.bytes.get(term, 0.0), dtype=np.float64) / (bw * divisor)
             out[term] = np.maximum(compute, memory)
         else:
@@ -97,9 +105,10 @@ def kind_attention_seconds(kind: AttentionKind, cost: AttentionCost, gpu: GpuSpe
     """``attention_seconds`` at the kind's own math rates (attention and indexer dtypes)."""
     from inferasim.arch.sparse_attention import indexer_dtype
 
-    math = attention_math_dtype(gpu, phase=phase, kv_dtype=kv_dtype,
-                                attention_kind=kind.model.attention.kind)
+    name = kind.model.attention.kind
+    math = attention_math_dtype(gpu, phase=phase, kv_dtype=kv_dtype, attention_kind=name)
     return attention_seconds(cost, gpu, phase=phase, attn_tp=attn_tp,
                              kv_bytes_divisor=kv_bytes_divisor, math_dtype=math,
                              index_dtype=indexer_dtype(kind),
-                             indexer_cost_scale=indexer_cost_scale)
+                             indexer_cost_scale=indexer_cost_scale,
+                             dpa_roofline=name in GROUPED_KV_KINDS)

@@ -183,7 +183,9 @@ class AnalyticOracle:
     def _decode_attention_full(self, ctx: np.ndarray, width: int) -> dict[str, np.ndarray]:
         phase = self._decode_phase()
         dense = phase == "dpa-decode" and self.knobs.dpa_decode_dense
-        cost = decode_attention_cost(self.attention, ctx, width, self.kv_dtype, dense=dense)
+        scale = self.scenario.engine.dpa_decode_attention_scale if phase == "dpa-decode" else None
+        cost = decode_attention_cost(self.attention, ctx, width, self.kv_dtype, dense=dense,
+                                     scale=scale)
         secs = kind_attention_seconds(self.attention, cost, self.gpu, phase=phase,
                                       attn_tp=self.attn_tp, kv_bytes_divisor=self.kv_divisor,
                                       kv_dtype=self.kv_dtype)
