@@ -90,3 +90,31 @@ def test_ablation_table_and_env_base():
     assert result.exit_code == 0, result.output
     assert "INFERASIM_DPA_DECODE_DENSE=1" in result.output and "delta %" in result.output
     assert "no metric changed" in result.output   # a dense model has no attention-DP decode
+
+
+def test_vary_shows_prefix_first_admission_against_arrival_order():
+    # behaviour.md 4: the queue policy is selectable and the ablation shows what LPM collects.
+    # 48 chat clients on 8 running slots: a queue forms, and the request whose previous turn
+    # is still cached is the one a prefix-first queue admits.
+    result = _invoke("--set", "workload.duration_s=150", "--set", "workload.concurrency=48",
+                     "--max-num-seqs", "8", "--vary", "engine.queue_policy=fcfs",
+                     "--json", "--jobs", "1")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    (fcfs,) = data["variants"]
+    assert fcfs["setting"] == "engine.queue_policy=fcfs" and not fcfs["same_knobs_as_base"]
+    hit = fcfs["delta"]["prefix_hit_rate"]
+    assert hit["base"] > 2 * hit["value"] > 0
+    assert fcfs["delta"]["ttft_mean_s"]["value"] > fcfs["delta"]["ttft_mean_s"]["base"]
+
+
+@pytest.mark.parametrize("setting, needle", [
+    ("engine.queue_policy", "expected KEY=VALUE"),
+    ("engine.queue_policy=sideways", "engine.queue_policy"),
+    ("engine.nope=1", "engine.nope"),
+])
+def test_bad_vary_is_one_line_and_exit_2(setting, needle):
+    result = _invoke(*SMALL, "--vary", setting)
+    assert result.exit_code == 2, result.output
+    lines = [ln for ln in result.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and needle in lines[0], result.output

@@ -295,3 +295,20 @@ def test_scheduler_recv_interval_is_refused_outside_sglang_and_with_attention_dp
     from inferasim.config.errors import ConfigError
     with pytest.raises(ConfigError, match="engine.scheduler_recv_interval"):
         load_scenario(None, ["engine.name=vllm", "engine.scheduler_recv_interval=10"])
+
+
+def test_lpm_falls_back_to_arrival_order_past_its_waiting_limit():
+    # SGLang's LPM sorts by cached prefix only while at most lpm_max_waiting requests wait.
+    from inferasim.serve.policies import lpm_order
+
+    class Peeks:  # the KVManager's one call lpm_order makes: the cached prefix of a request
+        def __init__(self, hits):
+            self.hits = hits
+
+        def peek(self, req):
+            return self.hits[req]
+
+    waiting = ["a", "b", "c", "d"]
+    kv = Peeks({"a": 0, "b": 64, "c": 16, "d": 64})
+    assert lpm_order(waiting, kv, lpm_max=4) == ["b", "d", "c", "a"]  # ties keep arrival order
+    assert lpm_order(waiting, kv, lpm_max=3) == waiting

@@ -1,10 +1,10 @@
-"""``inferasim ablate``: the scenario with its base knobs and with each --knob setting, side by side."""
+"""``inferasim ablate``: the scenario as given and with each --knob or --vary setting, side by side."""
 
 from __future__ import annotations
 
 import click
 
-from inferasim.cli.options import resolve_scenario, scenario_options
+from inferasim.cli.options import flag_overrides, resolve_scenario, scenario_options
 from inferasim.config.knobs import Knobs
 from inferasim.report import strict_json
 
@@ -14,20 +14,28 @@ from inferasim.report import strict_json
 @click.option("--knob", "settings", multiple=True, metavar="NAME=VALUE",
               help="A knob setting to compare with the base, e.g. INFERASIM_DPA_DECODE_DENSE=1; "
                    "repeatable (each applied alone).")
+@click.option("--vary", "varied", multiple=True, metavar="KEY=VALUE",
+              help="A scenario key to compare with the base, e.g. engine.queue_policy=fcfs; "
+                   "repeatable (each applied alone).")
 @click.option("--jobs", type=int, default=None,
               help="Replays run at once (default: the CPU count; 1 runs in this process).")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as one JSON object.")
-def ablate(scenario, overrides, settings, jobs, as_json, **flags):
-    """Replay SCENARIO with the base knobs and with each --knob setting; print the deltas."""
+def ablate(scenario, overrides, settings, varied, jobs, as_json, **flags):
+    """Replay SCENARIO as given and with each --knob or --vary setting; print the deltas."""
     from inferasim.sweep.ablate import ablate as run_ablation
-    from inferasim.sweep.ablate import ablation_table, variants
+    from inferasim.sweep.ablate import ablation_table, scenario_variant, variants
     from inferasim.sweep.executors import make_executor
 
     base = Knobs.from_env()
-    variants(settings, base)  # reject a bad knob before loading anything
+    if not varied:
+        variants(settings, base)  # reject a bad knob before loading anything
     resolved = resolve_scenario(scenario, overrides, **flags)
-    with make_executor(jobs, tasks=len(settings) + 1) as executor:
-        result = run_ablation(resolved, settings, base, executor)
+    scenarios = [scenario_variant(
+        text, base, lambda extra: resolve_scenario(
+            scenario, [*overrides, *flag_overrides(flags), *extra]))
+        for text in varied]
+    with make_executor(jobs, tasks=len(settings) + len(varied) + 1) as executor:
+        result = run_ablation(resolved, settings, base, executor, scenarios)
     if as_json:
         click.echo(strict_json.dumps(result))
         return

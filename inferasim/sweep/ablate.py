@@ -1,8 +1,10 @@
-"""Knob ablations: the scenario replayed with its base knobs and with each ``--knob`` setting.
+"""Ablations: the scenario replayed as given and with each ``--knob`` or ``--vary`` setting.
 
-Each setting is applied alone on top of the base knobs (the environment's, as ``run`` uses),
-and the knobs are handed to ``simulate(scenario, knobs)`` as a value: nothing touches
-``os.environ``. Every variant replays the same seed, so a difference is the knob's doing.
+A ``--knob`` setting is applied alone on top of the base knobs (the environment's, as ``run``
+uses), and the knobs are handed to ``simulate(scenario, knobs)`` as a value: nothing touches
+``os.environ``. A ``--vary KEY=VALUE`` setting is one more scenario override (say
+``engine.queue_policy=fcfs``), applied alone on top of the base scenario, replayed with the
+base knobs. Every variant replays the same seed, so a difference is the setting's doing.
 """
 
 from __future__ import annotations
@@ -21,22 +23,33 @@ from inferasim.sweep.ladder import knob_values, run_replay
 
 @attrs.frozen
 class Variant:
-    label: str          # "base" or the NAME=VALUE setting
+    label: str          # "base" or the NAME=VALUE / KEY=VALUE setting
     knobs: Knobs
+    scenario: Scenario | None = None  # a --vary variant's scenario; None: the base one
 
 
-def variants(settings: Sequence[str], base: Knobs) -> list[Variant]:
-    """The base and one variant per setting; a malformed or unknown knob is a ConfigError."""
-    if not settings:
-        raise ConfigError("give at least one --knob NAME=VALUE (see 'inferasim knobs')",
-                          key="--knob")
+def variants(settings: Sequence[str], base: Knobs, varied: Sequence[Variant] = ()) -> list[Variant]:
+    """The base and one variant per knob setting; a malformed or unknown knob is a
+    ConfigError. ``varied`` (scenario variants, ``scenario_variant``) need no knob."""
+    if not settings and not varied:
+        raise ConfigError("give at least one --knob NAME=VALUE (see 'inferasim knobs') or "
+                          "--vary KEY=VALUE (a scenario key)", key="--knob")
     out = [Variant("base", base)]
     for text in settings:
         if "=" not in text:
             raise ConfigError(f"expected NAME=VALUE, got {text!r}", key="--knob")
         name, _, raw = text.partition("=")
         out.append(Variant(f"{name.strip()}={raw.strip()}", base.with_setting(text)))
-    return out
+    return out + list(varied)
+
+
+def scenario_variant(text: str, base: Knobs, resolve) -> Variant:
+    """A --vary KEY=VALUE variant: ``resolve(extra_overrides)`` loads the scenario with the
+    setting applied after the base overrides (a bad key or value is its ConfigError)."""
+    if "=" not in text:
+        raise ConfigError(f"expected KEY=VALUE, got {text!r}", key="--vary")
+    key, _, raw = text.partition("=")
+    return Variant(f"{key.strip()}={raw.strip()}", base, resolve([text]))
 
 
 def is_metric(value: Any) -> bool:
@@ -62,11 +75,13 @@ def _same(a: float, b: float) -> bool:
     return a == b or (math.isnan(a) and math.isnan(b))
 
 
-def ablate(scenario: Scenario, settings: Sequence[str], base: Knobs, executor) -> dict[str, Any]:
-    """Replay base and variants on ``executor``; results in the order the knobs were given."""
-    runs = variants(settings, base)
+def ablate(scenario: Scenario, settings: Sequence[str], base: Knobs, executor,
+           varied: Sequence[Variant] = ()) -> dict[str, Any]:
+    """Replay base and variants on ``executor``; results in the order given (knobs first)."""
+    runs = variants(settings, base, varied)
     results: list[Any] = [None] * len(runs)
-    for index, result in executor.run(run_replay, [(scenario, v.knobs) for v in runs]):
+    tasks = [(v.scenario or scenario, v.knobs) for v in runs]
+    for index, result in executor.run(run_replay, tasks):
         results[index] = result
     base_summary, base_wall = results[0]
     out: dict[str, Any] = {"scenario": scenario.name, "base": {
@@ -76,7 +91,7 @@ def ablate(scenario: Scenario, settings: Sequence[str], base: Knobs, executor) -
         out["variants"].append({
             "setting": variant.label,
             "knobs": knob_values(variant.knobs),
-            "same_knobs_as_base": variant.knobs == base,
+            "same_knobs_as_base": variant.scenario is None and variant.knobs == base,
             "no_effect": all(_same(d["base"], d["value"]) for d in change.values()),
             "summary": summary,
             "wall_s": wall,
@@ -140,6 +155,6 @@ def ablation_table(result: dict[str, Any]) -> str:
         if var["same_knobs_as_base"]:
             notes.append(f"{var['setting']}: the base knobs already have this value")
         elif var["no_effect"]:
-            notes.append(f"{var['setting']}: no metric changed (the knob does not act on "
-                         "this scenario)")
+            notes.append(f"{var['setting']}: no metric changed (the setting does not act "
+                         "on this scenario)")
     return "\n".join(lines + notes)
