@@ -8,6 +8,7 @@ import pandas as pd
 from click.testing import CliRunner
 
 from inferasim.cli.main import cli
+from tests.conftest import REPO
 
 REQUIRED = {"requests_completed", "window_s", "output_tok_s", "input_tok_s", "total_tok_s",
             "ttft_mean_s", "ttft_p50_s", "ttft_p90_s", "itl_mean_ms", "tpot_mean_ms",
@@ -107,3 +108,13 @@ def test_uncached_prompt_latency_flag_moves_ttft_only():
     # Host time before the first token: the engine's steps, so every finish, are unchanged.
     assert on["e2e_mean_s"] == off["e2e_mean_s"]
     assert on["output_tok_s"] == off["output_tok_s"]
+
+
+def test_run_table_prints_the_calibration_warnings():
+    # behaviour.md 1: a decode sweep short of the asked batch is warned, in the table too.
+    result = CliRunner().invoke(cli, [
+        "run", str(REPO / "scenarios" / "inferencemax" / "dsr1-mi355x-sglang-fp8-tp8.yaml"),
+        "--set", "workload.concurrency=256", "--set", "workload.duration_s=30"])
+    assert result.exit_code == 0, result.output
+    warned = [ln for ln in result.output.splitlines() if "sweep stops at concurrency 64" in ln]
+    assert len(warned) == 1 and warned[0].lstrip().startswith("- decode:")

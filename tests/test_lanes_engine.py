@@ -4,8 +4,11 @@ lane's subagents up to its own sequence limit; TTFT at one client is the prefill
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from inferasim.config.loader import load_scenario
+from inferasim.cost.calibrated import oracle_for
+from inferasim.cost.oracle import StepBatch
 from inferasim.serve.simulation import simulate
 from inferasim.workload.agentx import agentx_source
 from inferasim.workload.sessions_format import write_sessions
@@ -62,6 +65,16 @@ def test_ttft_at_one_lane_is_the_prefill_and_grows_under_load(tmp_path):
         return np.mean([r.first_token - r.arrival for r in result.requests])
 
     first = one.requests[0]
-    # Alone, the first request is admitted at once and its TTFT is its own prefill.
+    # Alone, the first request is admitted at once and its TTFT is its own prefill: the
+    # engine's chunks of it (vLLM's 8192-token budget), each priced at the context before it.
     assert first.admitted == first.arrival
+    oracle = oracle_for(one.scenario)
+    prompt, budget = first.spec.prompt_tokens, one.scenario.engine.max_num_batched_tokens
+    starts = range(0, prompt, budget)
+    prefill = sum(oracle.step_seconds(StepBatch(
+        prefill_tokens=np.array([float(min(budget, prompt - s))]),
+        prefill_resident=np.array([float(s)]), prefill_samples=int(s + budget >= prompt)))
+        for s in starts)
+    assert first.first_token - first.arrival == pytest.approx(prefill, rel=1e-9)
+    # Under load a request also waits behind the other lanes' prefills.
     assert ttft(many) > 1.5 * ttft(one)

@@ -151,3 +151,34 @@ def test_step_seconds_equals_the_step_with_its_breakdown(overrides):
         for batch in batches:
             assert oracle.step_seconds(batch) == pytest.approx(oracle.step(batch).seconds,
                                                                rel=1e-12)
+
+
+def test_lockstep_group_runs_gemms_over_all_ranks_and_waits_for_the_slowest_attention():
+    # INFERASIM_DES_LOCKSTEP (behaviour.md 5): the MoE and dense layers see the combined tokens
+    # of every rank; each rank attends over its own sequences and its own prefill chunk, in
+    # parallel, so the group waits for the slowest rank's attention, not for their sum.
+    sc = load_scenario(None, ["model.name=deepseek-r1", "gpu.name=mi355x", "parallel.tp=8",
+                              "parallel.dp_attention=8", "engine.name=sglang"])
+    o = AnalyticOracle(sc, rank_level=True)
+    ranks = [
+        StepBatch(prefill_tokens=np.array([4096.0]), prefill_resident=np.array([2048.0]),
+                  prefill_samples=1, decode_context=np.full(4, 8192.0)),
+        StepBatch(decode_context=np.full(16, 32768.0)),
+        StepBatch(decode_context=np.full(1, 1024.0)),
+    ]
+    combined = StepBatch(prefill_tokens=np.array([4096.0]), prefill_resident=np.array([2048.0]),
+                         prefill_samples=1,
+                         decode_context=np.concatenate([b.decode_context for b in ranks]))
+
+    def attention(cost):
+        return sum(v for k, v in cost.breakdown.items() if k.startswith("attn"))
+
+    group = o.step_group(ranks)
+    whole = o.step(combined)
+    per_rank = [attention(o.step(b)) for b in ranks]
+    expected = whole.seconds - attention(whole) + max(per_rank)
+    assert group.seconds == pytest.approx(expected, rel=1e-12)
+    assert attention(group) == pytest.approx(max(per_rank))
+    assert group.seconds < whole.seconds  # attention summed over the ranks would be the whole
+    # One rank alone is that rank's own step.
+    assert o.step_group(ranks[1:2]).seconds == pytest.approx(o.step(ranks[1]).seconds)

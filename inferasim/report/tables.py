@@ -43,4 +43,7 @@ def summary_table(summary: dict[str, Any], title: str) -> str:
                          f"(the first: {summary.get('requests_failed_example', '?')})")
     cal = summary.get("calibration", {})
     lines.append(f"{'calibration':<{width}}  {cal.get('mode', '?')}: {cal.get('note', '')}")
+    # The calibration's warnings (a sweep short of the asked batch, a crossed build, an
+    # assumed KV dtype) are printed, not left to --json.
+    lines += [f"{'':<{width}}  - {note}" for note in cal.get("notes") or ()]
     return "\n".join(lines)
