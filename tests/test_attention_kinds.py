@@ -201,6 +201,9 @@ def test_block_sparse_kv_and_prefill():
         == 122880 + 57 * 1024
     assert kind.kv_bytes_per_token("bf16", attn_tp=4, dcp=1, latent_sharded=False) \
         == 122880 / 4 + 57 * 1024
+    # fp8 KV halves the KV heads' bytes; the index keys keep the stack dtype (behaviour.md 3).
+    assert kind.kv_bytes_per_token("fp8", attn_tp=1, dcp=1, latent_sharded=False) \
+        == 122880 / 2 + 57 * 1024
     cost = kind.prefill(np.array([8192.0]), np.array([0.0]), "bf16")
     assert cost.flops["selection"][0] == 57 * 2 * 64 * 256 * _causal_pairs(
         np.array([8192.0]), np.array([0.0]), 2176.0)[0]

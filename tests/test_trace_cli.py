@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 
@@ -83,18 +84,25 @@ def test_stats_refuses_an_unknown_file(tmp_path):
     assert result.exit_code != 0 and "format" in result.output
 
 
-def test_run_agentic_quickstart_json():
+def test_run_agentic_quickstart_json(tmp_path):
     from inferasim.cli.main import cli
 
+    out = tmp_path / "out"
     result = CliRunner().invoke(cli, ["run", str(REPO / "scenarios" / "agentic-quickstart.yaml"),
-                                      "--set", "workload.duration_s=120", "--json"])
+                                      "--set", "workload.duration_s=120", "--json",
+                                      "--out", str(out)])
     assert result.exit_code == 0, result.output + repr(result.exception)
     summary = json.loads(result.output)
     assert summary["requests_completed"] > 8
     assert summary["requests_completed"] == summary["requests_sent"]
-    # Rates over the window plus the drain: the window runs past the 120 s horizon.
-    assert summary["window_s"] >= 120.0
-    assert summary["total_tok_s"] > summary["output_tok_s"] > 0
+    # Rates over the window plus the drain: the window runs to the last request's finish,
+    # past the 120 s horizon; total tok/s counts prompt and generated tokens (behaviour.md 5).
+    requests = pd.read_csv(out / "requests.csv")
+    assert summary["window_s"] == pytest.approx(requests.finish_s.max()) and \
+        summary["window_s"] >= 120.0
+    tokens = requests.prompt_tokens.sum(), requests.output_tokens.sum()
+    assert summary["output_tok_s"] == pytest.approx(tokens[1] / summary["window_s"])
+    assert summary["total_tok_s"] == pytest.approx(sum(tokens) / summary["window_s"])
     assert 0.0 < summary["prefix_hit_rate"] < 1.0
 
 
