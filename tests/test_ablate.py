@@ -110,8 +110,9 @@ def test_vary_shows_prefix_first_admission_against_arrival_order():
 
 @pytest.mark.parametrize("setting, needle", [
     ("engine.queue_policy", "expected KEY=VALUE"),
-    ("engine.queue_policy=sideways", "engine.queue_policy"),
-    ("engine.nope=1", "engine.nope"),
+    ("engine.queue_policy=sideways", "--vary: engine.queue_policy"),
+    ("engine.nope=1", "--vary: engine.nope"),
+    ("workload.concurrency=0", "--vary: workload.concurrency: expected a value of at least 1"),
 ])
 def test_bad_vary_is_one_line_and_exit_2(setting, needle):
     result = _invoke(*SMALL, "--vary", setting)

@@ -17,6 +17,7 @@ import attrs
 
 from inferasim.config.errors import ConfigError
 from inferasim.config.knobs import Knobs
+from inferasim.config.overrides import OVERRIDE_ORIGIN
 from inferasim.config.scenario import Scenario
 from inferasim.sweep.ladder import knob_values, run_replay
 
@@ -49,7 +50,14 @@ def scenario_variant(text: str, base: Knobs, resolve) -> Variant:
     if "=" not in text:
         raise ConfigError(f"expected KEY=VALUE, got {text!r}", key="--vary")
     key, _, raw = text.partition("=")
-    return Variant(f"{key.strip()}={raw.strip()}", base, resolve([text]))
+    try:
+        scenario = resolve([text])
+    except ConfigError as exc:
+        if exc.file != OVERRIDE_ORIGIN:
+            raise
+        # the base overrides resolved already: the setting is what failed
+        raise ConfigError(exc.message, file="--vary", key=exc.key) from exc
+    return Variant(f"{key.strip()}={raw.strip()}", base, scenario)
 
 
 def is_metric(value: Any) -> bool:
