@@ -268,10 +268,11 @@ def test_dense_models_have_no_experts():
 # GPUs (facts C.1/C.2)
 
 GPU_PEAKS = {
-    # name: (isa, hbm_bytes, hbm_bw, bf16, fp8, fp4, scale-up B/s per dir)
-    "mi300x": ("gfx942", 192e9, 5.3e12, 1307.4e12, 2614.9e12, None, 448e9),
-    "mi325x": ("gfx942", 256e9, 6.0e12, 1307.4e12, 2614.9e12, None, 448e9),
-    "mi355x": ("gfx950", 288e9, 8.0e12, 2516.6e12, 5033.2e12, 10066.3e12, 537.6e9),
+    # name: (isa, hbm_bytes, hbm_bw, bf16, fp8, fp4, scale-up B/s per dir). AMD capacities
+    # are the devices' own readings (rocm-smi), binary like NVIDIA's, not the sheets' 1e9 GB.
+    "mi300x": ("gfx942", 205_822_885_888, 5.3e12, 1307.4e12, 2614.9e12, None, 448e9),
+    "mi325x": ("gfx942", 256 * 2**30, 6.0e12, 1307.4e12, 2614.9e12, None, 448e9),
+    "mi355x": ("gfx950", 309_220_868_096, 8.0e12, 2516.6e12, 5033.2e12, 10066.3e12, 537.6e9),
     "h100": ("sm90", 85_899_345_920, 3.35e12, 989e12, 1978e12, None, 450e9),
     "h200": ("sm90", 151_397_597_184, 4.8e12, 989e12, 1978e12, None, 450e9),
     "b200": ("sm100", 193_273_528_320, 7.7e12, 2250e12, 4500e12, 9000e12, 900e9),
