@@ -166,3 +166,14 @@ def test_a_missing_catalog_folder_is_named_not_read_as_an_unknown_model(tmp_path
         load_entry("models", "llama-3.1-8b", key="model.name", origin_file="s.yaml",
                    root=missing)
     assert str(missing) in str(err.value) and "model.name" in str(err.value)
+
+
+def test_sglang_runs_48_sequences_under_speculative_decoding_unless_told():
+    # engines.md 1.2: an EAGLE-family draft (MTP included) sets max_running_requests to 48
+    # when the server is not given one; vLLM has no such rule.
+    spec = ["speculative.method=mtp", "speculative.draft_tokens=1"]
+    assert load_scenario(None, ["engine.name=sglang", *spec]).engine.max_num_seqs == 48
+    assert load_scenario(None, ["engine.name=sglang"]).engine.max_num_seqs == 2048
+    told = load_scenario(None, ["engine.name=sglang", "engine.max_num_seqs=200", *spec])
+    assert told.engine.max_num_seqs == 200
+    assert load_scenario(None, ["engine.name=vllm", *spec]).engine.max_num_seqs == 1024

@@ -48,6 +48,9 @@ class EngineSpec:
     reserve_gib: float = attrs.field(default=4.0, metadata=at_least(0))
     page_size: int = attrs.field(default=16, metadata=at_least(1))
     max_num_seqs: int = attrs.field(default=1024, metadata=at_least(1))
+    # The running limit speculative decoding brings when the scenario leaves max_num_seqs
+    # unset (SGLang: 48 with an EAGLE-family draft, MTP included; None: no change).
+    speculative_max_num_seqs: int | None = attrs.field(default=None, metadata=at_least(1))
     max_num_batched_tokens: int = attrs.field(default=8192, metadata=at_least(1))
     # SGLang ``--scheduler-recv-interval``: busy with decode steps, the scheduler reads new
     # requests only every this many steps (at once after a prefill step or when idle); 1 =
