@@ -199,3 +199,20 @@ def test_compare_cli_per_gpu_rows():
     assert rows["output_tok_s_per_gpu"]["delta"] == 0
     bad = CliRunner().invoke(cli, ["compare", "scenarios/quickstart.yaml", "/nope.yaml"])
     assert bad.exit_code == 2
+
+
+@pytest.mark.parametrize("engine, chunk, ratio", [("sglang", 2048, 0.21), ("vllm", 8192, 0.7)])
+def test_sglang_dp_ranks_split_the_chunk_and_scale_the_reservation(engine, chunk, ratio):
+    # engines.md 5: an SGLang attention-DP rank chunks prefill at chunked_prefill_size // dp
+    # and reserves at schedule_conservativeness x 0.3; vLLM's ranks keep the engine's figures.
+    sc = load_scenario(None, ["model.name=deepseek-r1", "gpu.name=mi355x", "parallel.tp=8",
+                              "parallel.dp_attention=8", f"engine.name={engine}",
+                              "workload.format=random", "workload.isl=8000", "workload.osl=8",
+                              "workload.concurrency=1", "workload.max_requests=1",
+                              "workload.duration_s=60"])
+    result = simulate(sc)
+    assert {e.chunked_prefill_size for e in result.engines} == {chunk}
+    # the idle ranks' ratio is still its initial value (a decoding rank's decays)
+    assert max(e.new_token_ratio for e in result.engines) == pytest.approx(ratio)
+    # The one request's 8,000-token prompt takes ceil(8000 / chunk) prefill steps on its rank.
+    assert sum(e.stats.prefill_steps for e in result.engines) == -(-8000 // chunk)

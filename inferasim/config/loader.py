@@ -107,6 +107,24 @@ def pool_scenario(scenario: Scenario, role: str, origins: dict[str, str] | None 
     return out
 
 
+def rank_scenario(scenario: Scenario) -> Scenario:
+    """The scenario one attention-DP rank's scheduler runs: the engine's per-rank figures
+    (``dp_attention_splits_chunk``, ``dp_attention_reserve_scale``) applied; the scenario
+    itself when there is one rank."""
+    dp = scenario.parallel.dp_attention
+    eng = scenario.engine
+    if dp == 1:
+        return scenario
+    changes: dict[str, Any] = {}
+    if eng.dp_attention_splits_chunk:
+        changes["chunked_prefill_size"] = max(1, eng.chunked_prefill_size // dp)
+    if eng.dp_attention_reserve_scale != 1.0:
+        scale = eng.dp_attention_reserve_scale
+        changes["new_token_ratio_init"] = min(1.0, eng.new_token_ratio_init * scale)
+        changes["new_token_ratio_min"] = min(1.0, eng.new_token_ratio_min * scale)
+    return attrs.evolve(scenario, engine=attrs.evolve(eng, **changes)) if changes else scenario
+
+
 def load_scenario(path: str | Path | None = None, overrides: list[str] | None = None, *,
                   check_fit: bool = True) -> Scenario:
     """Load a scenario (the bundled quickstart when ``path`` is None) and apply ``--set`` overrides.

@@ -74,6 +74,11 @@ class EngineSpec:
     uncached_prompt_latency_max_tokens: int = attrs.field(default=0, metadata=at_least(0))
     # SGLang's admission reserves each new request's remaining output (clipped) and each
     # running request's at ``new_token_ratio``; vLLM reserves nothing for outputs.
+    # Under attention-DP each rank's scheduler gets these (SGLang: chunked_prefill_size //= dp,
+    # schedule_conservativeness x 0.3, which scales the new_token_ratio reservation); off by
+    # default, as vLLM and ATOM ranks keep the engine's own figures.
+    dp_attention_splits_chunk: bool = False
+    dp_attention_reserve_scale: float = attrs.field(default=1.0, metadata=above(0))
     reserve_output_on_admission: bool = False
     output_reserve_clip: int = attrs.field(default=4096, metadata=at_least(0))
     new_token_ratio_init: float = 0.7

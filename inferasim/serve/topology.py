@@ -13,6 +13,7 @@ from inferasim.arch.attention import attention_for
 from inferasim.arch.memory import memory_plan
 from inferasim.config.errors import ConfigError
 from inferasim.config.knobs import Knobs
+from inferasim.config.loader import rank_scenario
 from inferasim.config.scenario import Scenario
 from inferasim.serve.engine import EngineInstance
 from inferasim.serve.kv_manager import KVManager
@@ -65,7 +66,8 @@ def _instance(env: simpy.Environment, scenario: Scenario, knobs: Knobs, block_to
                           f"size {dp}", key="parallel.dp_attention", file=scenario.path)
     oracle = make_oracle(scenario, True)
     driven = lockstep > 1
-    ranks = [EngineInstance(env, scenario, oracle, kv(), first_index + r, driven=driven)
+    per_rank = rank_scenario(scenario)
+    ranks = [EngineInstance(env, per_rank, oracle, kv(), first_index + r, driven=driven)
              for r in range(dp)]
     if driven:
         for g in range(0, dp, lockstep):
