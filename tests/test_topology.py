@@ -114,7 +114,7 @@ def test_lockstep_of_one_equals_independent_ranks():
                      for r in range(scenario.parallel.dp_attention)]
             for r in ranks:
                 real(env, [r], orc)
-            return topo_mod.Router(ranks, scenario.topology.rank_router), ranks
+            return topo_mod.Router(ranks, scenario.rank_router), ranks
 
         topo_mod._instance = grouped
         driven = replay_summary(simulate(sc, topo_mod_knob))[0]
@@ -216,3 +216,34 @@ def test_sglang_dp_ranks_split_the_chunk_and_scale_the_reservation(engine, chunk
     assert max(e.new_token_ratio for e in result.engines) == pytest.approx(ratio)
     # The one request's 8,000-token prompt takes ceil(8000 / chunk) prefill steps on its rank.
     assert sum(e.stats.prefill_steps for e in result.engines) == -(-8000 // chunk)
+
+
+def test_rank_router_defaults_to_the_engines_own_policy():
+    # engines.md 5: SGLang dispatches round robin, vLLM to the lowest waiting x 4 + running,
+    # ATOM to the fewest requests; topology.rank_router names another one explicitly.
+    dpa = ["model.name=deepseek-r1", "gpu.name=mi355x", "parallel.tp=8",
+           "parallel.dp_attention=8"]
+    own = {e: load_scenario(None, [*dpa, f"engine.name={e}"]).rank_router
+           for e in ("sglang", "vllm", "atom")}
+    assert own == {"sglang": "round-robin", "vllm": "least-loaded", "atom": "least-requests"}
+    chosen = load_scenario(None, [*dpa, "engine.name=vllm", "topology.rank_router=round-robin"])
+    assert chosen.rank_router == "round-robin"
+
+
+def test_least_requests_counts_requests_where_least_loaded_weighs_waiting():
+    from inferasim.serve.router import Router
+
+    class Rank:
+        def __init__(self, waiting, running):
+            self.load_score = 4 * waiting + running
+            self.request_count = waiting + running
+            self.got = []
+
+        def submit(self, req):
+            self.got.append(req)
+
+    # rank 0: 1 waiting + 0 running (score 4, 1 request); rank 1: 3 running (score 3, 3)
+    for policy, picked in (("least-requests", 0), ("least-loaded", 1)):
+        ranks = [Rank(1, 0), Rank(0, 3)]
+        Router(ranks, policy).submit("r")
+        assert ranks[picked].got == ["r"], policy

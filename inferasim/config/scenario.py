@@ -25,6 +25,10 @@ class GpuRef:
     name: str
 
 
+# Routing policies, for instances (``topology.router``) and attention-DP ranks.
+ROUTERS = ("round-robin", "least-loaded", "least-requests", "prefix-affinity")
+
+
 @attrs.frozen
 class EngineSpec:
     """An engine's scheduling and memory behaviour; defaults come from its catalog base."""
@@ -77,6 +81,10 @@ class EngineSpec:
     # Under attention-DP each rank's scheduler gets these (SGLang: chunked_prefill_size //= dp,
     # schedule_conservativeness x 0.3, which scales the new_token_ratio reservation); off by
     # default, as vLLM and ATOM ranks keep the engine's own figures.
+    # How the engine spreads requests over its attention-DP ranks when the scenario's
+    # topology.rank_router is ``engine`` (SGLang: round robin; vLLM: waiting x 4 + running;
+    # ATOM: least requests; engines.md 5).
+    dp_rank_router: str = attrs.field(default="round-robin", metadata=choices(*ROUTERS))
     dp_attention_splits_chunk: bool = False
     dp_attention_reserve_scale: float = attrs.field(default=1.0, metadata=above(0))
     reserve_output_on_admission: bool = False
@@ -200,7 +208,6 @@ class WorkloadSpec:
     synthetic: SyntheticSpec = attrs.field(factory=SyntheticSpec)
 
 
-ROUTERS = ("round-robin", "least-loaded", "prefix-affinity")
 
 
 @attrs.frozen
@@ -219,9 +226,9 @@ class TopologySpec:
     # Colocated: identical engine instances behind one router.
     instances: int = 1
     router: str = attrs.field(default="least-loaded", metadata=choices(*ROUTERS))
-    # How requests are spread over the attention-DP ranks of one instance
-    # (SGLang: round robin; vLLM: least loaded).
-    rank_router: str = attrs.field(default="round-robin", metadata=choices(*ROUTERS))
+    # How requests are spread over the attention-DP ranks of one instance: ``engine`` = the
+    # engine's own policy (engine.dp_rank_router), or one of the routers by name.
+    rank_router: str = attrs.field(default="engine", metadata=choices("engine", *ROUTERS))
     prefill: PoolSpec = attrs.field(factory=PoolSpec)
     decode: PoolSpec = attrs.field(factory=PoolSpec)
     # The prefill -> decode KV link: aggregate GB/s between a prefill and a decode instance,
@@ -280,6 +287,12 @@ class Scenario:
     @property
     def kv_dtype(self) -> str:
         return self.engine.kv_dtype_auto if self.engine.kv_dtype == "auto" else self.engine.kv_dtype
+
+    @property
+    def rank_router(self) -> str:
+        """The attention-DP rank routing policy in force: the scenario's, else the engine's."""
+        chosen = self.topology.rank_router
+        return self.engine.dp_rank_router if chosen == "engine" else chosen
 
     @property
     def gpus_per_instance(self) -> int:

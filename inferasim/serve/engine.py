@@ -130,6 +130,10 @@ class EngineInstance:
     def load_score(self) -> int:
         return 4 * (len(self.waiting) + len(self.inbox)) + len(self.running)
 
+    @property
+    def request_count(self) -> int:
+        return len(self.waiting) + len(self.inbox) + len(self.running)
+
     def peek(self, req: LiveRequest) -> int:
         """Cached prefix blocks for the router (asked once per request and instance)."""
         self.catch_up()

@@ -12,6 +12,11 @@ def _least_loaded(targets: Sequence, req: LiveRequest) -> int:
     return min(range(len(targets)), key=lambda i: (targets[i].load_score, i))
 
 
+def _least_requests(targets: Sequence, req: LiveRequest) -> int:
+    # ATOM's DP balancer: the fewest requests waiting or running; ties to the lowest index.
+    return min(range(len(targets)), key=lambda i: (targets[i].request_count, i))
+
+
 def _prefix_affinity(targets: Sequence, req: LiveRequest) -> int:
     """Where the longest prefix of this prompt is cached; ties to the least loaded."""
     return min(range(len(targets)),
@@ -28,6 +33,7 @@ class Router:
         self._pick: Callable[[Sequence, LiveRequest], int] = {
             "round-robin": self._round_robin,
             "least-loaded": _least_loaded,
+            "least-requests": _least_requests,
             "prefix-affinity": _prefix_affinity,
         }[policy]
 
@@ -44,6 +50,10 @@ class Router:
     @property
     def load_score(self) -> int:
         return sum(t.load_score for t in self.targets)
+
+    @property
+    def request_count(self) -> int:
+        return sum(t.request_count for t in self.targets)
 
     def peek(self, req: LiveRequest) -> int:
         return max(t.peek(req) for t in self.targets)

@@ -72,7 +72,7 @@ def _instance(env: simpy.Environment, scenario: Scenario, knobs: Knobs, block_to
     if driven:
         for g in range(0, dp, lockstep):
             LockstepGroup(env, ranks[g:g + lockstep], oracle)
-    return Router(ranks, scenario.topology.rank_router), ranks
+    return Router(ranks, scenario.rank_router), ranks
 
 
 def _pool(env, scenario, knobs, block_tokens, make_oracle, count: int, router: str,

@@ -343,7 +343,7 @@ def _engines(scenario: Scenario) -> tuple[int, float]:
             raise ConfigError("the projection models colocated instances only; replay a "
                               f"{topo.kind} topology with 'inferasim run'", file=scenario.path,
                               key="topology.kind")
-        instances, router, rank_router = int(topo.instances), topo.router, topo.rank_router
+        instances, router, rank_router = int(topo.instances), topo.router, scenario.rank_router
     affinity = 1.0
     if instances > 1 and router != "prefix-affinity":
         affinity /= instances
