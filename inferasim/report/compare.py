@@ -17,6 +17,7 @@ METRICS = (
     ("ttft_queue_mean_s", "  queue (s)", False),
     ("ttft_prefill_mean_s", "  prefill (s)", False),
     ("kv_transfer_mean_s", "  KV transfer (s)", False),
+    ("ttft_decode_wait_mean_s", "  decode admission (s)", False),
     ("itl_mean_ms", "ITL mean (ms)", False),
     ("tpot_mean_ms", "TPOT mean (ms)", False),
     ("e2e_mean_s", "E2E mean (s)", False),

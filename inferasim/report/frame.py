@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 
 COLUMNS = ("rid", "session", "turn", "instance", "arrival_s", "admitted_s", "first_token_s",
-           "finish_s", "prompt_tokens", "cached_tokens", "output_tokens", "preemptions", "failed", "queue_s", "prefill_s", "transfer_s")
+           "finish_s", "prompt_tokens", "cached_tokens", "output_tokens", "preemptions", "failed", "queue_s", "prefill_s", "transfer_s",
+           "decode_wait_s")
 
 
 def request_frame(requests: list) -> pd.DataFrame:
@@ -27,13 +28,17 @@ def request_frame(requests: list) -> pd.DataFrame:
         "failed": [r.failed for r in requests],
     }
     # TTFT in its parts: queue (arrival to admission where the prompt is computed), prefill
-    # (to the first token), KV transfer (disaggregated: prefill done to decode-side arrival).
+    # (to the prompt's first token), and, disaggregated, KV transfer (prefill done to the
+    # decode side) and decode wait (to the decode instance's admission, which streams the
+    # first token to the client).
     disagg = np.fromiter((np.isfinite(r.prefill_done) for r in requests), bool, n)
     p_admit = np.fromiter((r.prefill_admitted for r in requests), np.float64, n)
+    p_done = np.fromiter((r.prefill_done for r in requests), np.float64, n)
+    t_done = np.fromiter((r.transfer_done for r in requests), np.float64, n)
+    moved = disagg & np.isfinite(t_done)  # a one-token answer never leaves the prefill pool
     admit = np.where(disagg, p_admit, cols["admitted_s"])
     cols["queue_s"] = admit - cols["arrival_s"]
-    cols["prefill_s"] = cols["first_token_s"] - admit
-    cols["transfer_s"] = np.where(
-        disagg, np.fromiter((r.transfer_done - r.prefill_done for r in requests), np.float64, n),
-        0.0)
+    cols["prefill_s"] = np.where(moved, p_done, cols["first_token_s"]) - admit
+    cols["transfer_s"] = np.where(moved, t_done - p_done, 0.0)
+    cols["decode_wait_s"] = np.where(moved, cols["first_token_s"] - t_done, 0.0)
     return pd.DataFrame(cols, columns=list(COLUMNS))

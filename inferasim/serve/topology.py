@@ -92,7 +92,10 @@ class DisaggregatedFrontend:
     The prefill instance computes the prompt and samples the first token; the whole prompt's
     KV (one copy of every layer's cache, as SGLang sends it) then crosses the link in
     ``latency + bytes / bandwidth``; the decode instance admits the request with its KV
-    already resident and decodes the rest."""
+    already resident and decodes the rest. The client reads the stream from the decode
+    instance (SGLang's router, vLLM's proxy), so its first token arrives when the decode
+    instance admits the request: TTFT = queue + prefill + KV transfer + decode admission
+    (engines.md 6)."""
 
     def __init__(self, env: simpy.Environment, prefill: Router, decode: Router,
                  kv_bytes_per_token: float, link_bytes_per_s: float, link_latency_s: float):
@@ -125,8 +128,9 @@ class DisaggregatedFrontend:
             req.done.succeed(req)
             return
         req.admitted = first.admitted
-        req.first_token = first.first_token
         if req.spec.output_tokens <= 1:
+            # nothing to decode: the prefill instance's one token is the whole answer
+            req.first_token = first.first_token
             req.finish = first.finish
             req.done.succeed(req)
             return
