@@ -249,3 +249,20 @@ def test_least_requests_counts_requests_where_least_loaded_weighs_waiting():
         ranks = [Rank(1, 0), Rank(0, 3)]
         Router(ranks, policy).submit("r")
         assert ranks[picked].got == ["r"], policy
+
+
+def test_sglang_disaggregated_decode_runs_a_chunk_cache():
+    # engines.md 4.2 / 6: SGLang's PD decode servers force the radix cache off (<= 0.5.10);
+    # vLLM's decode keeps prefix caching; a pool that sets prefix_caching keeps its own.
+    disagg = ["engine.name=sglang", "topology.kind=disaggregated"]
+    sc = load_scenario(None, disagg)
+    assert pool_scenario(sc, "prefill").engine.prefix_caching
+    assert not pool_scenario(sc, "decode").engine.prefix_caching
+    told = load_scenario(None, [*disagg, "topology.decode.engine={prefix_caching: true}"])
+    assert pool_scenario(told, "decode").engine.prefix_caching
+    vllm = load_scenario(None, ["engine.name=vllm", "topology.kind=disaggregated"])
+    assert pool_scenario(vllm, "decode").engine.prefix_caching
+    result, frame, _ = run(*disagg, "workload.duration_s=60")
+    prefill_engine, decode_engine = result.engines
+    assert prefill_engine.kv.cache.cached_tokens > 0
+    assert decode_engine.kv.cache.cached_tokens == 0  # nothing shared: each request its own

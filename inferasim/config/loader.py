@@ -99,6 +99,9 @@ def pool_scenario(scenario: Scenario, role: str, origins: dict[str, str] | None 
                      prefix=f"{prefix}.parallel", origins=origins, default_file=scenario.path)
     engine = build_spec(EngineSpec, deep_merge(spec_to_dict(scenario.engine), pool.engine),
                         prefix=f"{prefix}.engine", origins=origins, default_file=scenario.path)
+    decode_cache = engine.disagg_decode_prefix_caching
+    if role == "decode" and decode_cache is not None and "prefix_caching" not in pool.engine:
+        engine = attrs.evolve(engine, prefix_caching=decode_cache)
     out = attrs.evolve(scenario, parallel=par, engine=engine)
     from inferasim.arch.layout import check_layout
 

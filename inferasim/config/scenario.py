@@ -85,6 +85,9 @@ class EngineSpec:
     # topology.rank_router is ``engine`` (SGLang: round robin; vLLM: waiting x 4 + running;
     # ATOM: least requests; engines.md 5).
     dp_rank_router: str = attrs.field(default="round-robin", metadata=choices(*ROUTERS))
+    # A disaggregated decode instance's prefix cache when its pool does not set one (None:
+    # prefix_caching). SGLang's PD decode servers run a chunk cache, no radix (<= 0.5.10).
+    disagg_decode_prefix_caching: bool | None = None
     dp_attention_splits_chunk: bool = False
     dp_attention_reserve_scale: float = attrs.field(default=1.0, metadata=above(0))
     reserve_output_on_admission: bool = False
