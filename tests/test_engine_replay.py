@@ -312,3 +312,18 @@ def test_lpm_falls_back_to_arrival_order_past_its_waiting_limit():
     kv = Peeks({"a": 0, "b": 64, "c": 16, "d": 64})
     assert lpm_order(waiting, kv, lpm_max=4) == ["b", "d", "c", "a"]  # ties keep arrival order
     assert lpm_order(waiting, kv, lpm_max=3) == waiting
+
+
+def test_sglang_reserves_a_pass_admissions_at_full_output():
+    # engines.md 3.2: PrefillAdder keeps the requests it added in this pass at their full
+    # clipped output plus a page; only the running ones are discounted by new_token_ratio.
+    # 20,000 tokens, prompts of 1,000 and outputs of 4,000: the first pass admits three
+    # (3 x 1,000 + 3 x 4,001 = 15,003 held; a fourth needs 5,000 of the 4,997 left), where
+    # discounting them at 0.7 would have let a fourth in.
+    sc = load_scenario(None, ["engine.name=sglang", "engine.kv_pool_tokens=20000",
+                              "workload.format=random", "workload.isl=1000",
+                              "workload.osl=4000", "workload.random_range_ratio=1",
+                              "workload.concurrency=8", "workload.max_requests=8",
+                              "workload.duration_s=30"])
+    result = simulate(sc)
+    assert sum(r.admitted == 0.0 for r in result.requests) == 3

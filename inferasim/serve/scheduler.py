@@ -39,11 +39,17 @@ def _admit(eng: EngineInstance, step: Step, now: float, budget: int, one_chunk: 
     Head-of-line: the first request that does not fit stops admission (all three engines)."""
     if not eng.waiting or budget <= 0 or len(eng.running) >= eng.max_num_seqs:
         return budget  # ordering the queue is the costly part: skip it when nothing can enter
+    added = 0.0  # what this pass's admissions reserve beyond running_reserve's share of them
     for req in eng.queue_order():
         if budget <= 0 or len(eng.running) >= eng.max_num_seqs:
             break
-        if not eng.kv.try_admit(req, now, eng.admission_reserve(req), eng.running_reserve()):
+        own = eng.admission_reserve(req)
+        if not eng.kv.try_admit(req, now, own, eng.running_reserve() + added):
             break
+        if own:
+            # SGLang's PrefillAdder keeps a request added in this pass at its full clipped
+            # output plus a page (engines.md 3.2); running_reserve counts it at the ratio.
+            added += (1.0 - eng.new_token_ratio) * own + eng.kv.page
         eng.start(req, now)
         if req.computed >= req.target:
             eng.prompt_done(req, now)  # KV arrived from a prefill instance: decode next step
