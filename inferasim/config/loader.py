@@ -9,6 +9,7 @@ import attrs
 
 from inferasim.arch.spec import ModelSpec
 from inferasim.config.catalog import DEFAULT_SCENARIO, load_entry
+from inferasim.config.engine_defaults import derived_defaults
 from inferasim.config.errors import ConfigError
 from inferasim.config.overrides import apply_overrides
 from inferasim.config.scenario import EngineSpec, Scenario, ScenarioSpec
@@ -57,6 +58,9 @@ def resolve(data: dict[str, Any], origins: dict[str, str], path: str, *,
                         model=model, gpu=gpu, engine=engine, parallel=spec.parallel,
                         speculative=spec.speculative, workload=spec.workload, sim=spec.sim,
                         topology=spec.topology)
+    derived = derived_defaults(scenario, spec.engine)
+    if derived:
+        scenario = attrs.evolve(scenario, engine=attrs.evolve(engine, **derived))
     if engine.scheduler_recv_interval > 1:
         if not engine.name.endswith("sglang"):
             raise ConfigError(f"a scheduler receive interval is SGLang's; {engine.name} reads "
@@ -99,6 +103,13 @@ def pool_scenario(scenario: Scenario, role: str, origins: dict[str, str] | None 
                      prefix=f"{prefix}.parallel", origins=origins, default_file=scenario.path)
     engine = build_spec(EngineSpec, deep_merge(spec_to_dict(scenario.engine), pool.engine),
                         prefix=f"{prefix}.engine", origins=origins, default_file=scenario.path)
+    # A figure the scenario's engine derived from its layout is derived again for the pool's
+    # (a DP decode pool reserves more for its graphs); a figure it was given stays.
+    own = attrs.evolve(scenario, engine=engine)
+    mine = derived_defaults(scenario, ())
+    again = derived_defaults(attrs.evolve(own, parallel=par), pool.engine)
+    engine = attrs.evolve(engine, **{k: v for k, v in again.items()
+                                     if getattr(scenario.engine, k) == mine.get(k)})
     decode_cache = engine.disagg_decode_prefix_caching
     if role == "decode" and decode_cache is not None and "prefix_caching" not in pool.engine:
         engine = attrs.evolve(engine, prefix_caching=decode_cache)

@@ -48,6 +48,11 @@ class EngineSpec:
     # What ``auto`` means on this engine (the model's stack dtype unless the engine forces fp8).
     kv_dtype_auto: str = attrs.field(default="bf16", metadata=choices("bf16", "fp8"))
     mem_fraction: float = attrs.field(default=0.9, metadata=between(0.01, 1.0))
+    # Whose rules derive mem_fraction and chunked_prefill_size from the deployment (GPU
+    # memory, TP, attention-DP, speculative method) where the scenario leaves them unset:
+    # ``sglang`` (engines.md 1.2, inferasim.config.engine_defaults); ``none`` keeps the
+    # catalog's figures.
+    deployment_defaults: str = attrs.field(default="none", metadata=choices("none", "sglang"))
     # Activation peak, graphs and workspace kept out of the KV budget, GiB per GPU.
     reserve_gib: float = attrs.field(default=4.0, metadata=at_least(0))
     page_size: int = attrs.field(default=16, metadata=at_least(1))

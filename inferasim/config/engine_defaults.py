@@ -1,0 +1,95 @@
+"""Engine defaults that follow the deployment: SGLang's own rules for ``mem_fraction_static``
+and ``chunked_prefill_size`` (engines.md 1.2, SGLang 0.5.3-0.5.23, as 0.5.10 computes them).
+
+SGLang sizes its KV pool from ``mem_fraction_static``, which it derives, when the server is
+not given one, from the GPU's memory, the parallel layout, the CUDA-graph batch tier and the
+speculative method; one catalog figure cannot stand for every part (0.772 on MI355X, 0.886 on
+H200). Applied where the scenario leaves the key unset (``EngineSpec.deployment_defaults``).
+"""
+
+from __future__ import annotations
+
+import math
+
+MIB = 2**20
+
+# (below this many GiB of GPU memory, chunked_prefill_size, cuda_graph_max_bs at TP < 4, at
+# TP >= 4): SGLang 0.5.10's tiers (server_args.py); the last row is >= 160 GiB.
+_TIERS = (
+    (20, 2048, 8, 8),
+    (35, 2048, 24, 80),
+    (60, 4096, 32, 160),
+    (90, 8192, 256, 512),
+    (160, 8192, 256, 512),
+    (math.inf, 16384, 512, 512),
+)
+# Extra reserve per speculative method, MiB (0.5.10: EAGLE-family drafts, MTP included).
+_SPECULATIVE_MIB = {"mtp": 4096, "eagle3": 4096, "dspark": 4096}
+_PIECEWISE_GRAPH_MLA_MIB = 1536
+_FLOOR_MIB = 10 * 1024       # the reserve is at least 10 GiB on parts above 60 GiB
+_AITER_FACTOR = 0.85         # ROCm, aiter attention, context above 8192 tokens
+_AITER_MIN_CONTEXT = 8192
+
+
+def _tier(gpu_bytes: float) -> tuple[int, int, int]:
+    gib = gpu_bytes / 2**30
+    for below, chunk, graph_small_tp, graph in _TIERS:
+        if gib < below:
+            return chunk, graph_small_tp, graph
+    raise AssertionError("unreachable: the last tier is unbounded")
+
+
+def sglang_chunked_prefill_size(gpu_bytes: float) -> int:
+    """SGLang's default chunked_prefill_size for a GPU of ``gpu_bytes`` (before any DP split)."""
+    return _tier(gpu_bytes)[0]
+
+
+def sglang_mem_fraction(*, gpu_bytes: float, vendor: str, tp: int, dp_attention: int,
+                        chunked_prefill_size: int, mla: bool, speculative: str,
+                        context_len: int) -> float:
+    """SGLang 0.5.10's default ``mem_fraction_static`` (engines.md 1.2):
+
+        reserved = 512 + max(chunk, 2048) x 1.5 + graph_bs x 2 + tp / 8 x 1024 MiB
+                   (+ graph_bs x dp x 3, + graph_bs x dp x 1.5 past 300, with attention-DP)
+                   (+ 1.5 GiB of piecewise CUDA graphs for MLA on CUDA without DP)
+                   (+ 4 GiB with an EAGLE-family draft), at least 10 GiB above 60 GiB
+        fraction = (gpu - reserved) / gpu, x 0.85 on ROCm with aiter past an 8k context.
+
+    The piecewise graphs of non-MLA models reserve ``len(pcg_tokens) x 8`` MiB, a list not
+    recorded here, so they count nothing [U]."""
+    gpu_mib = gpu_bytes / MIB
+    _, graph_small_tp, graph = _tier(gpu_bytes)
+    graph_bs = graph_small_tp if tp < 4 else graph
+    reserved = 512 + max(chunked_prefill_size, 2048) * 1.5 + graph_bs * 2 + tp / 8 * 1024
+    if dp_attention > 1:
+        reserved += graph_bs * dp_attention * 3
+        if graph_bs > 300:
+            reserved += graph_bs * dp_attention * 1.5
+    elif mla and vendor != "amd":  # piecewise graphs are off on HIP and with DP attention
+        reserved += _PIECEWISE_GRAPH_MLA_MIB
+    reserved += _SPECULATIVE_MIB.get(speculative, 0)
+    if gpu_mib > 60 * 1024:
+        reserved = max(reserved, _FLOOR_MIB)
+    fraction = round((gpu_mib - reserved) / gpu_mib, 3)
+    if vendor == "amd" and context_len > _AITER_MIN_CONTEXT:
+        fraction = round(fraction * _AITER_FACTOR, 4)
+    return fraction
+
+
+def derived_defaults(scenario, set_keys) -> dict[str, float | int]:
+    """The engine keys the scenario's engine derives from its deployment and the scenario
+    does not set (``set_keys``: the engine keys the scenario file and overrides give)."""
+    eng = scenario.engine
+    if eng.deployment_defaults != "sglang":
+        return {}
+    out: dict[str, float | int] = {}
+    chunk = eng.chunked_prefill_size
+    if "chunked_prefill_size" not in set_keys:
+        chunk = out["chunked_prefill_size"] = sglang_chunked_prefill_size(scenario.gpu.hbm_bytes)
+    if "mem_fraction" not in set_keys:
+        out["mem_fraction"] = sglang_mem_fraction(
+            gpu_bytes=scenario.gpu.hbm_bytes, vendor=scenario.gpu.vendor,
+            tp=scenario.parallel.tp, dp_attention=scenario.parallel.dp_attention,
+            chunked_prefill_size=chunk, mla=scenario.model.attention.kind.startswith("mla"),
+            speculative=scenario.speculative.method, context_len=scenario.model.max_context)
+    return out
