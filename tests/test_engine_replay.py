@@ -327,3 +327,22 @@ def test_sglang_reserves_a_pass_admissions_at_full_output():
                               "workload.duration_s=30"])
     result = simulate(sc)
     assert sum(r.admitted == 0.0 for r in result.requests) == 3
+
+
+@pytest.mark.parametrize("spec, victim", [("none", "few"), ("mtp", "newest")])
+def test_sglang_retracts_the_fewest_output_or_under_speculation_the_newest(spec, victim):
+    # engines.md 3.2: retraction sorts by generated tokens (fewest goes), except under
+    # speculative decoding, where it pops the back of the batch unsorted.
+    from types import SimpleNamespace
+
+    sc = load_scenario(None, ["engine.name=sglang", f"speculative.method={spec}",
+                              "speculative.draft_tokens=1"])
+    eng = EngineInstance(simpy.Environment(), sc, AnalyticOracle(sc),
+                         KVManager(10_000, 1, 16, "leaf-lru", True))
+
+    def running(name, generated, seq):
+        return SimpleNamespace(name=name, generated=generated, admitted_seq=seq,
+                               spec=SimpleNamespace(prompt_tokens=100))
+
+    batch = [running("few", 3, 0), running("mid", 50, 1), running("newest", 90, 2)]
+    assert eng._victim(batch).name == victim

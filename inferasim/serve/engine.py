@@ -62,6 +62,10 @@ class EngineInstance:
         self.lpm_max = eng.lpm_max_waiting
         self._order = QUEUE_ORDERS[eng.queue_policy]
         self._victim = VICTIMS[eng.preemption]
+        if eng.preemption == "retract-fewest-output" and scenario.speculative.method != "none":
+            # SGLang retracts from the back of the batch, unsorted, under speculative decoding
+            # (engines.md 3.2): the newest request, still requeued at the tail.
+            self._victim = VICTIMS["recompute-newest"]
         self._requeue_front = REQUEUE_FRONT[eng.preemption]
         self._schedule = SCHEDULERS[eng.scheduler]
         spec = scenario.speculative
