@@ -346,3 +346,52 @@ def test_sglang_retracts_the_fewest_output_or_under_speculation_the_newest(spec,
 
     batch = [running("few", 3, 0), running("mid", 50, 1), running("newest", 90, 2)]
     assert eng._victim(batch).name == victim
+
+
+def test_a_preempted_vllm_request_matches_its_computed_blocks_on_readmission():
+    # engines.md 4.1: vLLM caches blocks as they fill, decode tokens too, so a preempted
+    # request's recompute hits what it had computed; its output blocks take its own keys
+    # when no later turn shares them (finish_keys None).
+    env = simpy.Environment()
+    kv = KVManager(100_000, 16, 16, "leaf-lru", True)
+    log = RequestLog(env)
+    req = log.new(spec(7, 2000, out=500))
+    assert kv.try_admit(req, 0.0)
+    req.computed = req.target
+    kv.prompt_done(req, 1.0)
+    assert kv.grow(req, 2000 + 300)              # 300 tokens decoded: 2,299 with KV
+    kv.keep_computed(req, 2000 + 300 - 1, 2.0)
+    kv.release(req)
+    kv.pool.check()
+    assert kv.cache.cached_tokens == (2299 // 16) * 16
+    req.target, req.computed = 2000 + 300, 0     # recompute prompt + generated
+    assert kv.try_admit(req, 3.0)
+    assert req.computed == (2299 // 16) * 16     # all but the partial last block is a hit
+    kv.release(req)
+    kv.pool.check()
+
+
+def test_vllm_recomputes_less_after_preemption_than_an_engine_that_drops_decode_blocks():
+    common = ["engine.name=vllm", "engine.kv_pool_tokens=12000", "workload.concurrency=8",
+              "workload.synthetic.first_prompt_tokens_median=2500",
+              "workload.synthetic.output_tokens_median=2000", "workload.duration_s=120"]
+
+    def prefilled(*extra):
+        sc = load_scenario(None, [*common, *extra])
+        oracle = AnalyticOracle(sc)
+        tokens = []
+        real = oracle.step_seconds
+
+        def spy(batch):
+            tokens.append(float(batch.prefill_tokens.sum()))
+            return real(batch)
+
+        oracle.step_seconds = spy
+        result = simulate(sc, oracle=oracle)
+        return sum(tokens), replay_summary(result)[1]
+
+    kept, with_kept = prefilled()
+    dropped, with_dropped = prefilled("engine.preemption_keeps_blocks=false")
+    assert with_kept["preemptions"] > 0 and with_dropped["preemptions"] > 0
+    # per preemption, the kept blocks spare the recompute of what was decoded
+    assert kept / with_kept["preemptions"] < dropped / with_dropped["preemptions"]

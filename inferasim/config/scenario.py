@@ -43,6 +43,10 @@ class EngineSpec:
     preemption: str = attrs.field(default="recompute-newest",
                                   metadata=choices("recompute-newest", "retract-fewest-output"))
     eviction_policy: str = attrs.field(default="leaf-lru", metadata=choices("leaf-lru", "recency"))
+    # A preempted request's computed blocks (prompt and decode) stay cached, so recomputing it
+    # matches them (vLLM hashes blocks as they fill); otherwise only what the prompt's
+    # completion cached stays (SGLang frees decode tokens uninserted).
+    preemption_keeps_blocks: bool = False
     prefix_caching: bool = True
     kv_dtype: str = attrs.field(default="auto", metadata=choices("auto", "bf16", "fp8"))
     # What ``auto`` means on this engine (the model's stack dtype unless the engine forces fp8).

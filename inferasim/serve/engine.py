@@ -62,6 +62,7 @@ class EngineInstance:
         self.lpm_max = eng.lpm_max_waiting
         self._order = QUEUE_ORDERS[eng.queue_policy]
         self._victim = VICTIMS[eng.preemption]
+        self._keeps_blocks = eng.preemption_keeps_blocks
         if eng.preemption == "retract-fewest-output" and scenario.speculative.method != "none":
             # SGLang retracts from the back of the batch, unsorted, under speculative decoding
             # (engines.md 3.2): the newest request, still requeued at the tail.
@@ -185,10 +186,14 @@ class EngineInstance:
         self.decoding.sync()  # victim policies read each request's progress
         victim = self._victim(self.running)
         self.running.remove(victim)
+        # KV exists for the prompt chunks computed, or all but the last sampled token
+        computed = victim.computed if victim.row < 0 else victim.context - 1
         if victim.row >= 0:
-            self.decoding.remove(victim)
+            self.decoding.remove(victim)  # writes its progress and pages back
         else:
             self.prefilling.remove(victim)
+        if self._keeps_blocks:
+            self.kv.keep_computed(victim, computed, now)
         self.kv.release(victim)
         # Recompute: the prompt and what was generated are prefilled again on re-admission.
         victim.target = victim.spec.prompt_tokens + int(victim.generated)

@@ -12,6 +12,7 @@ import numpy as np
 from inferasim.serve.kv_pool import KVPool
 from inferasim.serve.live import LiveRequest
 from inferasim.serve.radix_cache import RadixCache
+from inferasim.workload.keys import own_block_keys
 
 
 class KVManager:
@@ -30,14 +31,14 @@ class KVManager:
 
     def _matchable_blocks(self, req: LiveRequest) -> int:
         # At least one token is always computed, so a fully cached prompt recomputes its last block.
-        return min(len(req.spec.keys), (req.target - 1) // self.bt)
+        return min(len(req.match_keys), (req.target - 1) // self.bt)
 
     def peek_once(self, req: LiveRequest) -> int:
         """``peek`` without its memo, for a router asking every instance once per request:
         a memo per request would be replaced at each instance and never hit."""
         if not self.prefix_caching:
             return 0
-        return self.cache.peek_prefix(req.spec.keys, self._matchable_blocks(req))
+        return self.cache.peek_prefix(req.match_keys, self._matchable_blocks(req))
 
     def peek(self, req: LiveRequest) -> int:
         """Cached prefix blocks, without side effects (for prefix-first admission order).
@@ -49,7 +50,7 @@ class KVManager:
         memo = req.peek_version  # a request waits at one instance: one cache per memo
         if not memo or memo[0] != req.target or not self.cache.unchanged(memo[1]):
             req.peek_blocks, witness = self.cache.peek_witnessed(
-                req.spec.keys, self._matchable_blocks(req))
+                req.match_keys, self._matchable_blocks(req))
             req.peek_version = (req.target, witness)
         return req.peek_blocks
 
@@ -63,7 +64,7 @@ class KVManager:
         """Lock the cached prefix and allocate the uncached tail; False leaves no trace but
         the refreshed access time of the matched path (as a real match would)."""
         if self.prefix_caching:
-            match = self.cache.match_prefix(req.spec.keys, now, self._matchable_blocks(req))
+            match = self.cache.match_prefix(req.match_keys, now, self._matchable_blocks(req))
             node, hit = match.node, match.tokens
         else:
             node, hit = self.cache.root, 0
@@ -126,6 +127,22 @@ class KVManager:
         if self.prefix_caching and req.spec.finish_keys is not None:
             self._cache_blocks(req, req.spec.finish_keys, now)
         self.release(req)
+
+    def keep_computed(self, req: LiveRequest, tokens: float, now: float) -> None:
+        """Cache the full blocks of the first ``tokens`` tokens the request has computed
+        before it is preempted, and remember their keys for its re-admission (vLLM caches
+        blocks as they fill, prompt and decode alike, so a recomputed request hits them).
+        Its output blocks take the keys the next turn extends (``finish_keys``), else keys
+        of its own."""
+        if not self.prefix_caching:
+            return
+        blocks = int(tokens) // self.bt
+        base = req.spec.keys if req.spec.finish_keys is None else req.spec.finish_keys
+        keys = base[:blocks]
+        if blocks > len(base):
+            keys = np.concatenate((base, own_block_keys(req.rid, len(base), blocks - len(base))))
+        self._cache_blocks(req, keys, now)
+        req.resume_keys = keys
 
     def release(self, req: LiveRequest) -> None:
         """Drop everything the request holds (finish or preemption); cached blocks stay cached."""

@@ -46,6 +46,9 @@ class LiveRequest:
     peek_version: tuple = ()   # (target, witness) the remembered match holds for
     peek_blocks: int = 0
     row: int = -1              # index in the engine's DecodeSet while decoding, else -1
+    # The block keys of everything it had computed when it was preempted on an engine that
+    # keeps those blocks cached (vLLM): its re-admission matches them, not the prompt alone.
+    resume_keys: object = None
 
     def __attrs_post_init__(self) -> None:
         self.target = self.spec.prompt_tokens
@@ -54,6 +57,11 @@ class LiveRequest:
     def context(self) -> float:
         """Tokens resident once prefill is done: prompt plus generated output."""
         return self.spec.prompt_tokens + self.generated
+
+    @property
+    def match_keys(self):
+        """The block keys an admission matches against the cache."""
+        return self.spec.keys if self.resume_keys is None else self.resume_keys
 
     @property
     def remaining_output(self) -> float:

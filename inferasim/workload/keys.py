@@ -23,3 +23,10 @@ def stream_keys(shared: np.ndarray, base: np.int64, n_blocks: int) -> np.ndarray
 def unique_keys(namespace: int, n_blocks: int) -> np.ndarray:
     """Keys no other request shares (a prompt with no reusable prefix)."""
     return session_base(namespace) + np.arange(n_blocks, dtype=np.int64)
+
+
+def own_block_keys(rid: int, start: int, n_blocks: int) -> np.ndarray:
+    """Keys of a request's own blocks ``start .. start + n_blocks`` (output no later turn
+    shares): negative, a namespace no workload uses, one per request id."""
+    return -(np.int64(rid + 1) << SESSION_SHIFT) - np.arange(start, start + n_blocks,
+                                                               dtype=np.int64) - 1
