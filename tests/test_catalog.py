@@ -16,11 +16,12 @@ SPEC_CLASSES = {"models": ModelSpec, "gpus": GpuSpec, "engines": EngineSpec}
 
 EXPECTED_NAMES = {
     "models": {
-        "deepseek-r1", "deepseek-v3.2", "deepseek-v4-flash", "deepseek-v4-pro", "glm-5.1",
-        "glm-5.2", "minimax-m2.5", "minimax-m3", "kimi-k2.5", "qwen3-235b-a22b",
+        "deepseek-r1", "deepseek-v3", "deepseek-v3.2", "deepseek-v4-flash", "deepseek-v4-pro",
+        "glm-4.5", "glm-4.6", "glm-5", "glm-5.1", "glm-5.2", "minimax-m2", "minimax-m2.5",
+        "minimax-m2.7", "minimax-m3", "kimi-k2", "kimi-k2.5", "qwen3-235b-a22b",
         "llama-3.1-8b", "llama-3.1-70b", "gpt-oss-120b",
     },
-    "gpus": {"mi300x", "mi325x", "mi355x", "h100", "h200", "b200"},
+    "gpus": {"mi300x", "mi325x", "mi350x", "mi355x", "h100", "h200", "b200", "gb200"},
     "engines": {"vllm", "sglang", "mori-sglang", "atom"},
 }
 
@@ -227,6 +228,9 @@ FFN = {
     "deepseek-v3.2": (18432, 3, 256, 8, 1, 2048),
     "glm-5.1": (12288, 3, 256, 8, 1, 2048),
     "kimi-k2.5": (18432, 1, 384, 8, 1, 2048),
+    "kimi-k2": (18432, 1, 384, 8, 1, 2048),
+    "glm-4.5": (12288, 3, 160, 8, 1, 1536),
+    "glm-4.6": (12288, 3, 160, 8, 1, 1536),
     "qwen3-235b-a22b": (0, 0, 128, 8, 0, 1536),
     "minimax-m2.5": (0, 0, 256, 8, 0, 1536),
     "llama-3.1-8b": (14336, 0, 0, 0, 0, 0),
@@ -246,7 +250,8 @@ def test_ffn_shapes(name):
 @pytest.mark.parametrize(
     ("name", "total", "active"),
     [("deepseek-r1", 671, 37), ("deepseek-v4-flash", 284, 13), ("deepseek-v4-pro", 1600, 49),
-     ("glm-5.1", 744, 40), ("minimax-m2.5", 229, 10)],
+     ("glm-5.1", 744, 40), ("minimax-m2.5", 229, 10), ("deepseek-v3", 671, 37),
+     ("glm-5", 744, 40), ("glm-4.5", 355, 32), ("kimi-k2", 1000, 32)],
 )
 def test_published_parameter_labels(name, total, active):
     m = model(name)
@@ -257,6 +262,26 @@ def test_kimi_k2_5_int4_routed_experts_and_long_context():
     m = model("kimi-k2.5")
     assert (m.weight_dtype, m.expert_weight_dtype) == ("bf16", "int4")
     assert (m.max_context, m.vocab_size, m.mtp_layers) == (262_144, 163_840, 0)
+
+
+def test_same_architecture_entries_differ_only_where_facts_say():
+    # facts.md A.1: V3 is R1's architecture, GLM-5 is GLM-5.1's, M2 and M2.7 are M2.5's (M2.7
+    # with a 204,800 context), K2 is K2.5's with fp8 weights and a 131,072 context, GLM-4.6 is
+    # GLM-4.5's with a 202,752 context.
+    def arch(m):
+        return (m.num_layers, m.hidden_size, m.num_attention_heads, m.num_kv_heads,
+                m.vocab_size, m.attention, m.ffn, m.mtp_layers)
+
+    for alias, base in (("deepseek-v3", "deepseek-r1"), ("glm-5", "glm-5.1"),
+                        ("minimax-m2", "minimax-m2.5"), ("minimax-m2.7", "minimax-m2.5"),
+                        ("kimi-k2", "kimi-k2.5"), ("glm-4.6", "glm-4.5")):
+        assert arch(model(alias)) == arch(model(base)), alias
+    assert model("minimax-m2.7").max_context == 204_800
+    assert model("glm-4.6").max_context == 202_752
+    k2 = model("kimi-k2")
+    assert (k2.weight_dtype, k2.expert_weight_dtype, k2.max_context) == ("fp8", None, 131_072)
+    glm45 = model("glm-4.5")
+    assert (glm45.attention.kind, glm45.num_attention_heads, glm45.num_kv_heads) == ("gqa", 96, 8)
 
 
 def test_dense_models_have_no_experts():
@@ -276,7 +301,10 @@ GPU_PEAKS = {
     "h100": ("sm90", 85_899_345_920, 3.35e12, 989e12, 1978e12, None, 450e9),
     "h200": ("sm90", 151_397_597_184, 4.8e12, 989e12, 1978e12, None, 450e9),
     "b200": ("sm100", 193_273_528_320, 7.7e12, 2250e12, 4500e12, 9000e12, 900e9),
+    "gb200": ("sm100", 198_674_743_296, 8.0e12, 2500e12, 5000e12, 10000e12, 900e9),
+    "mi350x": ("gfx950", 309_220_868_096, 8.0e12, 2306.9e12, 4613.7e12, 9227.5e12, 537.6e9),
 }
+SCALEUP_DOMAIN = {"gb200": 72}  # NVL72; the others are 8-GPU nodes
 
 
 @pytest.mark.parametrize("name", sorted(GPU_PEAKS))
@@ -291,7 +319,7 @@ def test_gpu_peaks(name):
     assert g.fp8_flops == pytest.approx(fp8)
     assert g.fp4_flops == (None if fp4 is None else pytest.approx(fp4))
     assert g.scaleup_bw_per_dir == pytest.approx(link)
-    assert g.scaleup_domain == 8
+    assert g.scaleup_domain == SCALEUP_DOMAIN.get(name, 8)
     assert g.l2_bytes > 0
     for value in attrs.astuple(g.efficiency):
         assert 0.0 < value <= 1.0
