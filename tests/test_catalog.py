@@ -149,7 +149,8 @@ def test_gpt_oss_half_its_layers_slide():
     assert full_layers * per_layer == 36_864
     # 18 x 128 tokens x 2048 B = 4.5 MiB of sliding KV per request (bf16).
     assert att.sliding_layers * att.sliding_window * per_layer == 4.5 * 2**20
-    assert m.weight_dtype == "mxfp4"
+    # mxfp4 experts; attention, router, embeddings and head stay bf16 (modules_to_not_convert)
+    assert (m.weight_dtype, m.expert_weight_dtype) == ("bf16", "mxfp4")
     assert (m.ffn.n_routed_experts, m.ffn.experts_per_token, m.ffn.moe_intermediate_size) == (
         128, 4, 2880)
 
