@@ -252,3 +252,37 @@ def test_token_count_sessions_extend_the_previous_prompt_and_share_named_prefixe
     assert np.array_equal(k[1][:15], k[0])
     assert np.array_equal(k[2][:10], k[0][:10]) and not np.isin(k[2][10:], k[1]).any()
     assert np.array_equal(k[3], k[0][:10])           # only the named prefix is shared
+
+
+def test_the_measured_phase_opens_when_every_lanes_warmup_is_done():
+    # AIPerf runs the cache warm-up turns as a phase of their own: every lane resumes at its
+    # t* turn together, when the slowest warm-up has finished, and the window moves with it.
+    corpus = corpus_of(linear())
+    slow = {0: 3.0, 1: 7.0, 2: 5.0}  # warm-up service time per tree instance
+
+    def service(req):
+        first = req.arrival == 0.0
+        return slow[req.spec.session] if first else SERVICE
+
+    drv, reqs = replay(corpus, concurrency=3, start=(0.45, 0.45), duration=100.0,
+                       service=service)
+    warmups = [r for r in reqs if r.arrival == 0.0]
+    assert sorted(r.spec.turn for r in warmups) == [4, 4, 4]
+    resumed = {r.spec.session: r for r in reqs if r.spec.turn == 5 and r.spec.session < 3}
+    assert {s: r.arrival for s, r in resumed.items()} == {0: 7.0, 1: 7.0, 2: 7.0}
+    assert drv.measured_window == (7.0, 107.0)
+    assert max(r.arrival for r in reqs) < 107.0
+
+
+def test_lanes_without_warmup_start_at_once_and_a_warmups_subagents_are_history():
+    drv, reqs = replay(corpus_of(linear()), concurrency=2, duration=50.0)
+    assert drv.measured_window == (0.0, 50.0)
+    assert sorted(r.arrival for r in reqs if r.spec.turn == 0)[:2] == [0.0, 0.0]
+    # A subagent spawned by the warm-up turn ran before t*: it is not replayed.
+    tree = {"turns": [turn(id="r0", t=0.0), turn(id="r1", t=10.0),
+                      turn(stream="A", parent="r1", t=11.0, gap=0.0),
+                      turn(id="r2", t=20.0), turn(id="r3", t=30.0)]}
+    _, reqs = replay(corpus_of(tree), start=(0.5, 0.5), duration=60.0)
+    first = sorted((r.arrival, r.spec.turn) for r in reqs if r.spec.session == 0)
+    # warm-up r1 (turn 1), then r2 and r3 (turns 2, 3) once it is done; A (turn 4) dropped
+    assert first == [(0.0, 1), (1.0, 2), (2.0, 3)]

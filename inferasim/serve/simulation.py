@@ -124,6 +124,8 @@ def simulate(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
         for _ in range(wl.concurrency):
             env.process(closed_loop_client(env, source.next_session, submit, log, horizon))
     env.run()
+    # A source with a warm-up phase of its own (agentic lanes) opens its window when it ends.
+    window_start, horizon = getattr(source, "measured_window", None) or (window_start, horizon)
     return SimResult(scenario=scenario, memory=memory_plan(scenario), requests=log.requests,
                      engines=topology.engines, window_start_s=window_start, horizon_s=horizon,
                      end_s=env.now, calibration=dict(oracles[0].calibration), knobs=knobs,

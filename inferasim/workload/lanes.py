@@ -296,7 +296,8 @@ class TreeSampler:
 class TreeInstance:
     """A tree ready to replay: request specs with keys in the instance's own namespace."""
 
-    def __init__(self, corpus: TreeCorpus, tree: int, instance: int, start_turn: int = 0):
+    def __init__(self, corpus: TreeCorpus, tree: int, instance: int, start_turn: int = 0,
+                 warmup: bool = False):
         self.corpus, self.tree, self.instance = corpus, tree, instance
         c = corpus
         self.bt = int(c.tree_block[tree])
@@ -332,14 +333,19 @@ class TreeInstance:
             if join >= 0:
                 self.joins.setdefault(join - self.t0, []).append(s)
         self.start_turn = start_turn  # index into the root stream (turn 0 of the tree)
+        # The start turn is the cache warm-up sent before the measured phase (the turn before
+        # t*); the replay proper resumes at the turn after it.
+        self.warmup = warmup
 
     def dropped_streams(self) -> set[int]:
-        """Streams that never run because their parent turn lies before the start turn."""
+        """Streams that never run because their parent turn lies before the start turn (or is
+        the warm-up turn: what it spawned is history too)."""
         dropped: set[int] = set()
+        last_history = self.start_turn if self.warmup else self.start_turn - 1
         for s in range(1, self.n_streams):
             p = self.parent[s]
             owner = self._stream_of(p)
-            if (owner == 0 and p < self.start_turn) or owner in dropped:
+            if (owner == 0 and p <= last_history) or owner in dropped:
                 dropped.add(s)
         return dropped
 
@@ -350,23 +356,29 @@ class TreeInstance:
         return -1
 
 
-def start_turn_at(corpus: TreeCorpus, tree: int, ratio: float) -> int:
-    """The root-stream turn a lane resumes at for start point ``ratio`` of the tree's span.
+def warmup_turn_at(corpus: TreeCorpus, tree: int, ratio: float) -> int:
+    """The root-stream turn sent as cache warm-up for start point ``ratio`` of the tree's
+    span, or -1 when the replay starts at turn 0 with none.
 
     t* = t_first + ratio x (t_last - t_first) over the root stream's recorded starts (turn
     index when starts are not recorded); the first root turn at or after t* is where the
-    replay resumes, and the turn before it (returned here) is sent first, as warm-up.
+    replay resumes, and the turn before it is sent first, as warm-up.
     """
     s0 = int(corpus.tree_stream[tree])
     first, n = int(corpus.stream_first[s0]), int(corpus.stream_n[s0])
     if n <= 1:
-        return 0
+        return -1
     t = corpus.t[first:first + n]
     if not np.all(np.isfinite(t)):
         t = np.arange(n, dtype=np.float64)
     target = t[0] + ratio * (t[-1] - t[0])
     resume = int(np.searchsorted(t, target, side="left"))
-    return max(0, min(n - 1, resume - 1))
+    return min(n - 1, resume - 1)
+
+
+def start_turn_at(corpus: TreeCorpus, tree: int, ratio: float) -> int:
+    """The root-stream turn a lane's replay of the tree begins with (its warm-up turn, or 0)."""
+    return max(0, warmup_turn_at(corpus, tree, ratio))
 
 
 # ---------------------------------------------------------------------------------------
@@ -453,23 +465,26 @@ class _TreeRun:
     def _stream(self, s: int, first: int):
         d, inst, env, lane = self.driver, self.inst, self.env, self.lane
         start = inst.stream_first[s]
-        horizon = d.horizon
         spawning = s != 0
+        warmup = s == 0 and inst.warmup
         for j in range(start + first, start + inst.stream_n[s]):
-            if env.now >= horizon or d.exhausted:
+            if env.now >= d.horizon or d.exhausted:
                 break
             joined = [self.stream_done[x] for x in inst.joins.get(j, ())
                       if not self.stream_done[x].triggered]
             if joined:
                 yield env.all_of(joined)
-            # The lane's very first request (root start, or the warm-up turn) goes at once.
-            delay = 0.0 if (s == 0 and j == start + first) else d.delay(inst.corpus, inst.t0 + j)
+            # The lane's very first request (root start, or the warm-up turn) goes at once, and
+            # so does the turn after a warm-up, when the measured phase opens.
+            resumes = warmup and j == start + first + 1
+            delay = 0.0 if (s == 0 and j == start + first) or resumes \
+                else d.delay(inst.corpus, inst.t0 + j)
             if delay > 0:
                 yield from d.wait(lane, delay)
             spec = inst.specs[j]
             while (blocker := lane.blocker(spec.keys)) is not None:
                 yield blocker.done
-            if env.now >= horizon or d.exhausted:
+            if env.now >= d.horizon or d.exhausted:
                 break
             req = d.log.new(spec)
             lane.track(req)
@@ -478,9 +493,12 @@ class _TreeRun:
                 lane.spawned(-1)
             d.submit(req)
             d.sent += 1
+            if warmup and j == start + first:
+                yield from d.warm_up(req)
+                continue  # what the warm-up turn spawned is history (dropped_streams)
             yield req.done
             for child in inst.children.get(j, ()):
-                if env.now < horizon:
+                if env.now < d.horizon:
                     self.start_stream(child)
         if spawning:
             lane.spawned(-1)
@@ -522,6 +540,8 @@ class LaneDriver:
         self.instances = 0
         self.sent = 0
         self.trees_started: list[tuple[int, int, int, int]] = []  # (lane, tree, instance, start)
+        # (window start, horizon) once the measured phase has opened (see ``drive``)
+        self.measured_window: tuple[float, float] | None = None
 
     # -- the WorkloadSource protocol ---------------------------------------------------
     def next_session(self) -> Session:
@@ -541,9 +561,39 @@ class LaneDriver:
         return value / self.rate_scale
 
     def drive(self, env: simpy.Environment, submit: Callable, log, horizon: float) -> None:
+        """Start the lanes. A lane whose first tree starts part-way sends the turn before t*
+        at once as cache warm-up, and, as AIPerf runs warm-up as a phase of its own, the
+        measured phase opens when every lane's warm-up has finished: each lane resumes at
+        t* then, and the window (``warmup_s`` after the opening) and the horizon move with
+        it (``measured_window``). Without warm-up turns the phase opens at once."""
         self.env, self.submit, self.log, self.horizon = env, submit, log, horizon
+        self.measured = env.event()
+        self._warming = 0
+        self._warmed = env.event()
         for i in range(self.concurrency):
             env.process(self._lane(_Lane(env, i)))
+        # Created after the lanes: it runs once each has sent its warm-up (at time 0).
+        env.process(self._open_measured_phase(horizon - self.duration_s))
+
+    def _open_measured_phase(self, offset: float):
+        # After every process started at time 0 has run (a lane's first stream sends its
+        # warm-up from its own process): a zero timeout comes after their initialisation.
+        yield self.env.timeout(0)
+        if self._warming:
+            yield self._warmed
+        start = self.env.now + offset
+        self.horizon = start + self.duration_s
+        self.measured_window = (start, self.horizon)
+        self.measured.succeed()
+
+    def warm_up(self, req):
+        """Wait out a warm-up request, then for the measured phase to open."""
+        self._warming += 1
+        yield req.done
+        self._warming -= 1
+        if not self._warming and not self._warmed.triggered:
+            self._warmed.succeed()
+        yield self.measured
 
     # -- timers ----------------------------------------------------------------------------
     def wait(self, lane: _Lane, delay: float):
@@ -571,11 +621,14 @@ class LaneDriver:
         first = True
         while env.now < self.horizon and not self.exhausted:
             tree = self.sampler.next()
-            start = 0
+            warm = -1
             if first and self.start_max_ratio > 0:
                 ratio = float(self.rng.uniform(self.start_min_ratio, self.start_max_ratio))
-                start = start_turn_at(self.corpus, tree, ratio)
-            inst = TreeInstance(self.corpus, tree, self.instances, start)
+                warm = warmup_turn_at(self.corpus, tree, ratio)
+            if warm < 0 and not self.measured.triggered:
+                yield self.measured  # no warm-up of its own: it starts with the phase
+            start = max(0, warm)
+            inst = TreeInstance(self.corpus, tree, self.instances, start, warmup=warm >= 0)
             self.trees_started.append((lane.index, tree, self.instances, start))
             self.instances += 1
             run = _TreeRun(self, lane, inst)
