@@ -395,3 +395,24 @@ def test_vllm_recomputes_less_after_preemption_than_an_engine_that_drops_decode_
     assert with_kept["preemptions"] > 0 and with_dropped["preemptions"] > 0
     # per preemption, the kept blocks spare the recompute of what was decoded
     assert kept / with_kept["preemptions"] < dropped / with_dropped["preemptions"]
+
+
+def test_sglang_lpm_defers_a_request_that_shares_an_uncached_prefix_with_one_ahead():
+    # engines.md 3.2: SGLang's lpm pushes a request the cache serves <= 32 tokens of to the
+    # back of the pass when it shares >= 32 tokens with a request ahead of it.
+    from types import SimpleNamespace
+
+    from inferasim.serve.policies import lpm_order
+
+    def req(name, keys):
+        return SimpleNamespace(name=name, match_keys=np.array(keys, dtype=np.int64))
+
+    kv = SimpleNamespace(bt=16, peek=lambda r: 0)
+    a, b, c = req("a", [1, 2, 3]), req("b", [1, 2, 9]), req("c", [7, 8])
+    assert [r.name for r in lpm_order([a, b, c], kv, 128)] == ["a", "b", "c"]
+    assert [r.name for r in lpm_order([a, b, c], kv, 128, dedup_tokens=32)] == ["a", "c", "b"]
+    # Sharing one block (16 tokens) is not enough; a cached request is not deferred.
+    d = req("d", [1, 5])
+    assert [r.name for r in lpm_order([a, d, c], kv, 128, dedup_tokens=32)] == ["a", "d", "c"]
+    warm = SimpleNamespace(bt=16, peek=lambda r: 3 if r.name == "b" else 0)
+    assert [r.name for r in lpm_order([a, b, c], warm, 128, dedup_tokens=32)] == ["b", "a", "c"]

@@ -40,6 +40,9 @@ class EngineSpec:
     queue_policy: str = attrs.field(default="lpm", metadata=choices("fcfs", "lpm"))
     # LPM falls back to arrival order past this many waiting requests (SGLang: 128).
     lpm_max_waiting: int = attrs.field(default=128, metadata=at_least(0))
+    # Under lpm, a request the cache serves at most this many tokens of that shares them with
+    # a request ahead of it in the pass goes to the back (SGLang: 32); 0 = off.
+    lpm_in_batch_dedup_tokens: int = attrs.field(default=0, metadata=at_least(0))
     preemption: str = attrs.field(default="recompute-newest",
                                   metadata=choices("recompute-newest", "retract-fewest-output"))
     eviction_policy: str = attrs.field(default="leaf-lru", metadata=choices("leaf-lru", "recency"))

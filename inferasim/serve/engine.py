@@ -12,6 +12,7 @@ and scheduling resumes — so per-request results equal the step-by-step referen
 
 from __future__ import annotations
 
+import functools
 import math
 from bisect import bisect_right
 
@@ -24,7 +25,7 @@ from inferasim.serve.acceptance import RequestAdvance
 from inferasim.serve.decode_set import DecodeSet
 from inferasim.serve.kv_manager import KVManager
 from inferasim.serve.live import LiveRequest
-from inferasim.serve.policies import QUEUE_ORDERS, REQUEUE_FRONT, VICTIMS
+from inferasim.serve.policies import QUEUE_ORDERS, REQUEUE_FRONT, VICTIMS, lpm_order
 from inferasim.serve.scheduler import SCHEDULERS, Step, grow_decoders
 
 
@@ -61,6 +62,9 @@ class EngineInstance:
         self.chunked_prefill_size = eng.chunked_prefill_size
         self.lpm_max = eng.lpm_max_waiting
         self._order = QUEUE_ORDERS[eng.queue_policy]
+        if eng.queue_policy == "lpm" and eng.lpm_in_batch_dedup_tokens:
+            self._order = functools.partial(lpm_order,
+                                            dedup_tokens=eng.lpm_in_batch_dedup_tokens)
         self._victim = VICTIMS[eng.preemption]
         self._keeps_blocks = eng.preemption_keeps_blocks
         if eng.preemption == "retract-fewest-output" and scenario.speculative.method != "none":

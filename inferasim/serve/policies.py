@@ -12,13 +12,35 @@ def fcfs_order(waiting: list[LiveRequest], kv: KVManager, lpm_max: int) -> list[
     return list(waiting)
 
 
-def lpm_order(waiting: list[LiveRequest], kv: KVManager, lpm_max: int) -> list[LiveRequest]:
-    """Longest cached prefix first (SGLang's LPM); arrival order past ``lpm_max`` waiting."""
+def lpm_order(waiting: list[LiveRequest], kv: KVManager, lpm_max: int,
+              dedup_tokens: int = 0) -> list[LiveRequest]:
+    """Longest cached prefix first (SGLang's LPM); arrival order past ``lpm_max`` waiting.
+
+    ``dedup_tokens`` (SGLang: 32): a request the cache serves at most that many tokens of,
+    whose first ``dedup_tokens`` it shares with a request earlier in this order, goes to the
+    back for this pass, so that the prefix is computed once and the later request can hit
+    it in a later pass (engines.md 3.2, in-batch prefix caching)."""
     if len(waiting) > lpm_max or len(waiting) < 2:
         return list(waiting)
     hits = [kv.peek(r) for r in waiting]
     order = sorted(range(len(waiting)), key=lambda i: -hits[i])
-    return [waiting[i] for i in order]
+    if not dedup_tokens:
+        return [waiting[i] for i in order]
+    blocks = -(-dedup_tokens // kv.bt)
+    seen: set[bytes] = set()
+    first: list[LiveRequest] = []
+    later: list[LiveRequest] = []
+    for i in order:
+        req = waiting[i]
+        keys = req.match_keys
+        if hits[i] * kv.bt <= dedup_tokens and len(keys) >= blocks:
+            head = keys[:blocks].tobytes()
+            if head in seen:
+                later.append(req)
+                continue
+            seen.add(head)
+        first.append(req)
+    return first + later
 
 
 QUEUE_ORDERS: dict[str, Callable[[list[LiveRequest], KVManager, int], list[LiveRequest]]] = {
