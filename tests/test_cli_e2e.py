@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pandas as pd
+import pytest
 from click.testing import CliRunner
 
 from inferasim.cli.main import cli
@@ -128,3 +129,24 @@ def test_summary_reports_the_percentiles_aiperf_does():
     assert s["tpot_p75_ms"] <= s["tpot_p90_ms"] <= s["tpot_p95_ms"]
     assert s["e2e_p75_s"] <= s["e2e_p90_s"] <= s["e2e_p95_s"]
     assert s["ttft_p75_s"] < s["ttft_p95_s"]  # a spread, not one value copied
+
+
+def test_client_itl_counts_a_gap_per_streamed_chunk():
+    # engines.md 8: a client that records a gap per received chunk sees ITL rise about k-fold
+    # under --stream-interval k, and by the tokens per verify step under speculative decoding;
+    # TPOT and the per-token ITL do not move.
+    def run(*sets):
+        args = ["run", "--json", "--set", "workload.duration_s=120"]
+        for s in sets:
+            args += ["--set", s]
+        return json.loads(CliRunner().invoke(cli, args).output)
+
+    plain, buffered = run(), run("engine.stream_interval=10")
+    assert plain["itl_client_mean_ms"] == pytest.approx(plain["itl_mean_ms"])
+    assert buffered["itl_mean_ms"] == plain["itl_mean_ms"]
+    ratio = buffered["itl_client_mean_ms"] / buffered["itl_mean_ms"]
+    assert 9.0 < ratio <= 10.0  # each request's last chunk carries the remainder
+    mtp = run("speculative.method=mtp", "speculative.draft_tokens=3",
+              "speculative.acceptance=0.6")
+    emitted = 1 + 0.6 + 0.6**2 + 0.6**3
+    assert mtp["itl_client_mean_ms"] / mtp["itl_mean_ms"] == pytest.approx(emitted, rel=0.02)

@@ -72,6 +72,10 @@ class EngineSpec:
     # requests only every this many steps (at once after a prefill step or when idle); 1 =
     # every step, as vLLM and ATOM do.
     scheduler_recv_interval: int = attrs.field(default=1, metadata=at_least(1))
+    # --stream-interval (vLLM >= 0.12, SGLang): tokens a stream buffers before the server
+    # sends them (the first goes at once). Only the client-side ITL (itl_client_mean_ms)
+    # sees it; a speculative step's tokens arrive together even at 1 (engines.md 8).
+    stream_interval: int = attrs.field(default=1, metadata=at_least(1))
     chunked_prefill_size: int = attrs.field(default=8192, metadata=at_least(1))
     # The pool the engine really allocated (tokens); overrides the memory model.
     kv_pool_tokens: int | None = attrs.field(default=None, metadata=at_least(1))

@@ -7,10 +7,21 @@ import pandas as pd
 
 COLUMNS = ("rid", "session", "turn", "instance", "arrival_s", "admitted_s", "first_token_s",
            "finish_s", "prompt_tokens", "cached_tokens", "output_tokens", "preemptions", "failed", "queue_s", "prefill_s", "transfer_s",
-           "decode_wait_s")
+           "decode_wait_s", "chunk_tokens")
 
 
-def request_frame(requests: list) -> pd.DataFrame:
+def chunk_tokens(advance: np.ndarray, stream_interval: int) -> np.ndarray:
+    """Tokens a streamed chunk carries after the first token: a step's worth (``advance``
+    tokens; a verify step's under speculative decoding), or, when the server buffers
+    ``stream_interval`` tokens before it sends, the whole steps it takes to reach them."""
+    steps = np.maximum(1.0, np.ceil(stream_interval / advance - 1e-9))
+    return steps * advance
+
+
+def request_frame(requests: list, tokens_per_step: float = 1.0,
+                  stream_interval: int = 1) -> pd.DataFrame:
+    """``tokens_per_step``: what a decode step emits where a request has no rate of its
+    own; ``stream_interval``: the server's buffering of a stream (``chunk_tokens``)."""
     n = len(requests)
     cols = {
         "rid": np.fromiter((r.rid for r in requests), np.int64, n),
@@ -41,4 +52,6 @@ def request_frame(requests: list) -> pd.DataFrame:
     cols["prefill_s"] = np.where(moved, p_done, cols["first_token_s"]) - admit
     cols["transfer_s"] = np.where(moved, t_done - p_done, 0.0)
     cols["decode_wait_s"] = np.where(moved, cols["first_token_s"] - t_done, 0.0)
+    advance = np.fromiter((r.advance or tokens_per_step for r in requests), np.float64, n)
+    cols["chunk_tokens"] = chunk_tokens(advance, stream_interval)
     return pd.DataFrame(cols, columns=list(COLUMNS))

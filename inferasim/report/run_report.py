@@ -17,7 +17,9 @@ from inferasim.report.summary import summarize
 
 
 def replay_summary(result) -> tuple[pd.DataFrame, dict[str, Any]]:
-    frame = request_frame(result.requests)
+    sc = result.scenario
+    frame = request_frame(result.requests, sc.speculative.tokens_per_step,
+                          sc.engine.stream_interval)
     evictions = sum(e.kv.cache.stats.evictions for e in result.engines) \
         * result.engines[0].kv.bt
     summary = summarize(frame, window_start_s=result.window_start_s, horizon_s=result.horizon_s,
