@@ -416,3 +416,27 @@ def test_sglang_lpm_defers_a_request_that_shares_an_uncached_prefix_with_one_ahe
     assert [r.name for r in lpm_order([a, d, c], kv, 128, dedup_tokens=32)] == ["a", "d", "c"]
     warm = SimpleNamespace(bt=16, peek=lambda r: 3 if r.name == "b" else 0)
     assert [r.name for r in lpm_order([a, b, c], warm, 128, dedup_tokens=32)] == ["b", "a", "c"]
+
+
+@pytest.mark.parametrize("chunks_cached", [True, False])
+def test_a_prompt_admitted_mid_prefill_hits_the_chunks_already_computed(chunks_cached):
+    # engines.md 4.1 / 4.2: vLLM registers blocks as they fill and SGLang inserts each chunk,
+    # so a request sharing a long prefix that arrives while the first is still prefilling
+    # hits the chunks computed so far.
+    env, eng, kv, log = rig("engine.chunked_prefill_size=2048",
+                            "engine.max_num_batched_tokens=2048",
+                            f"engine.caches_prompt_chunks={str(chunks_cached).lower()}")
+    long_prefix = np.arange(600, dtype=np.int64) + 10**6      # 9,600 shared tokens
+    first = log.new(RequestSpec(9600, 8, long_prefix, 16, None, 0, 0))
+    eng.submit(first)
+    while first.computed < 3 * 2048:
+        env.step()
+    assert first.computed < first.target  # still prefilling
+    second = log.new(RequestSpec(9600, 8, long_prefix.copy(), 16, None, 1, 0))
+    eng.submit(second)
+    env.run()
+    kv.pool.check()
+    if chunks_cached:
+        assert second.cached_first >= 3 * 2048
+    else:
+        assert second.cached_first == 0

@@ -50,6 +50,10 @@ class EngineSpec:
     # matches them (vLLM hashes blocks as they fill); otherwise only what the prompt's
     # completion cached stays (SGLang frees decode tokens uninserted).
     preemption_keeps_blocks: bool = False
+    # An unfinished prompt's computed chunks are cached as they complete (vLLM hashes blocks
+    # as they fill, SGLang inserts each chunk), so a request admitted meanwhile hits them;
+    # otherwise the prompt is cached when it completes.
+    caches_prompt_chunks: bool = False
     prefix_caching: bool = True
     kv_dtype: str = attrs.field(default="auto", metadata=choices("auto", "bf16", "fp8"))
     # What ``auto`` means on this engine (the model's stack dtype unless the engine forces fp8).

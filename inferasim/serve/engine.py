@@ -67,6 +67,7 @@ class EngineInstance:
                                             dedup_tokens=eng.lpm_in_batch_dedup_tokens)
         self._victim = VICTIMS[eng.preemption]
         self._keeps_blocks = eng.preemption_keeps_blocks
+        self._caches_chunks = eng.caches_prompt_chunks
         if eng.preemption == "retract-fewest-output" and scenario.speculative.method != "none":
             # SGLang retracts from the back of the batch, unsorted, under speculative decoding
             # (engines.md 3.2): the newest request, still requeued at the tail.
@@ -111,6 +112,9 @@ class EngineInstance:
         self._through_ends: np.ndarray = _EMPTY
         self._through_first = 1
         self._plan: tuple[np.ndarray, int] | None = None  # (step ends, steps) of a macro-step
+        # (step ends, request, chunk, computed before) of a chunk macro-step whose chunks the
+        # cache takes as they complete (``caches_prompt_chunks``)
+        self._chunk_plan: tuple[np.ndarray, LiveRequest, int, int] | None = None
         # The only engine on its clock (set by the topology): nothing reads its state between
         # its own events, so a step's effects may be applied ahead, stamped with its end.
         self.solo = False
@@ -153,6 +157,12 @@ class EngineInstance:
         flight included, as the step-exact mode has: a router reading this instance's cache
         mid-macro-step then sees the evictions step-by-step growth would have made. Growth
         is idempotent, so the macro-step's own allocation at its end only adds the rest."""
+        if self._chunk_plan is not None:
+            # the chunks completed by now are cached, as each step's end caches its chunk
+            ends, req, chunk, before = self._chunk_plan
+            done = bisect_right(ends, self.env.now)
+            if done:
+                self.kv.chunk_done(req, before + done * chunk, float(ends[done - 1]))
         if self._plan is None:
             return
         ends, k = self._plan
@@ -338,6 +348,8 @@ class EngineInstance:
             req.computed += chunk
             if req.computed >= req.target:
                 self.prompt_done(req, now)
+            elif self._caches_chunks:
+                self.kv.chunk_done(req, req.computed, now)
         if step.decodes:
             self._apply_decode(step, 1, now)
         if self._reserve_output and not step.prefills and step.decodes:
@@ -553,8 +565,10 @@ class EngineInstance:
         t0 = env.now
         ends = _step_ends(t0, times)
         self._plan = (ends, k) if decodes else None
+        if self._caches_chunks:
+            self._chunk_plan = (ends, req, chunk, req.computed)
         yield env.timeout(float(ends[-1]) - t0)
-        self._plan = None
+        self._plan = self._chunk_plan = None
         stats = self.stats
         stats.steps += k
         stats.prefill_steps += k
@@ -565,6 +579,8 @@ class EngineInstance:
         stats.busy_s += float(ends[-1]) - t0
         self._counted(k, True)
         req.computed += k * chunk
+        if self._caches_chunks:  # none of the k chunks finishes the prompt
+            self.kv.chunk_done(req, req.computed, env.now)
         if decodes:
             self._grow_through(k)
             self._apply_decode(step, k, env.now)

@@ -117,6 +117,14 @@ class KVManager:
         req.node = result.node
         req.tree_tokens = len(keys) * self.bt
 
+    def chunk_done(self, req: LiveRequest, computed: float, now: float) -> None:
+        """The full blocks of the first ``computed`` tokens of an unfinished prompt become
+        cached (still pinned while the request runs): vLLM registers blocks as they fill,
+        SGLang inserts each chunk, so a request admitted meanwhile hits them. Idempotent."""
+        if self.prefix_caching:
+            keys = req.match_keys
+            self._cache_blocks(req, keys[:min(len(keys), int(computed) // self.bt)], now)
+
     def prompt_done(self, req: LiveRequest, now: float) -> None:
         """The prompt's full blocks become cached (still pinned while the request runs)."""
         if self.prefix_caching:
