@@ -62,3 +62,19 @@ def test_a_dp_decode_pool_derives_its_own_fraction():
                                 "topology.kind=disaggregated",
                                 "topology.decode.parallel={dp_attention: 8}"])
     assert pool_scenario(told, "decode").engine.mem_fraction == 0.75
+
+
+def test_sglang_max_running_requests_follows_its_pool():
+    # engines.md 1.2: min(clamp(pool / context x 512, 2048, 4096), pool // 2) when unset.
+    from inferasim.config.engine_defaults import sglang_max_running_requests
+
+    assert sglang_max_running_requests(2_196_426, 163_840) == 4096   # R1 on 8 x MI355X
+    assert sglang_max_running_requests(425_352, 131_072) == 2048     # 8B on one H100
+    assert sglang_max_running_requests(3_000, 131_072) == 1500       # a tiny pool
+    big = load_scenario(None, [*R1, "gpu.name=mi355x"]).engine
+    assert big.max_num_seqs == 4096
+    told = load_scenario(None, [*R1, "gpu.name=mi355x", "engine.max_num_seqs=300"]).engine
+    assert told.max_num_seqs == 300
+    mtp = load_scenario(None, [*R1, "gpu.name=mi355x", "speculative.method=mtp",
+                               "speculative.draft_tokens=1"]).engine
+    assert mtp.max_num_seqs == 48

@@ -76,6 +76,13 @@ def sglang_mem_fraction(*, gpu_bytes: float, vendor: str, tp: int, dp_attention:
     return fraction
 
 
+def sglang_max_running_requests(pool_tokens: int, context_len: int) -> int:
+    """SGLang's default max_running_requests per scheduler (engines.md 1.2): its request pool,
+    ``pool / context x 512`` clamped to 2048..4096, at most half the KV pool's tokens."""
+    req_pool = min(4096, max(2048, int(pool_tokens / context_len * 512)))
+    return max(1, min(req_pool, pool_tokens // 2))
+
+
 def derived_defaults(scenario, set_keys) -> dict[str, float | int]:
     """The engine keys the scenario's engine derives from its deployment and the scenario
     does not set (``set_keys``: the engine keys the scenario file and overrides give)."""
@@ -92,4 +99,14 @@ def derived_defaults(scenario, set_keys) -> dict[str, float | int]:
             tp=scenario.parallel.tp, dp_attention=scenario.parallel.dp_attention,
             chunked_prefill_size=chunk, mla=scenario.model.attention.kind.startswith("mla"),
             speculative=scenario.speculative.method, context_len=scenario.model.max_context)
+    if "max_num_seqs" not in set_keys and scenario.speculative.method == "none":
+        # speculative decoding has its own default (EngineSpec.speculative_max_num_seqs)
+        import attrs
+
+        from inferasim.arch.memory import memory_plan
+
+        sized = attrs.evolve(scenario, engine=attrs.evolve(eng, **out))
+        pool = memory_plan(sized).kv_pool_tokens
+        if pool > 0:
+            out["max_num_seqs"] = sglang_max_running_requests(pool, scenario.model.max_context)
     return out
