@@ -150,3 +150,22 @@ def test_client_itl_counts_a_gap_per_streamed_chunk():
               "speculative.acceptance=0.6")
     emitted = 1 + 0.6 + 0.6**2 + 0.6**3
     assert mtp["itl_client_mean_ms"] / mtp["itl_mean_ms"] == pytest.approx(emitted, rel=0.02)
+
+
+def test_out_never_replaces_a_folder_inferasim_did_not_write(tmp_path):
+    # --out replaces its folder whole; a folder holding someone else's files is refused
+    # before the replay, and nothing in it is touched. Earlier results are replaced.
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    args = ["--set", "workload.duration_s=10"]
+    refused = CliRunner().invoke(cli, ["run", *args, "--out", str(mine)])
+    assert refused.exit_code == 2 and "did not write" in refused.output
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
+    swept = CliRunner().invoke(cli, ["sweep", "--concurrency", "1", "--out", str(mine),
+                                     "--jobs", "1", "--no-plots", *args])
+    assert swept.exit_code == 2 and [p.name for p in mine.iterdir()] == ["notes.txt"]
+    result = tmp_path / "result"
+    for _ in range(2):  # a new folder, then the earlier result replaced
+        assert CliRunner().invoke(cli, ["run", *args, "--out", str(result)]).exit_code == 0
+    assert (result / "summary.json").is_file()

@@ -9,6 +9,7 @@ import click
 
 from inferasim.cli.options import flag_overrides, resolve_scenario, scenario_options
 from inferasim.config.knobs import Knobs
+from inferasim.report.atomic import check_out_dir
 
 
 def _table(frame) -> str:
@@ -57,6 +58,7 @@ def sweep(scenario, overrides, ladder, grid_items, jobs, ray_address, out_dir, n
         write_results,
     )
 
+    check_out_dir(out_dir)  # before the ladder runs: refuse a folder it would clobber
     concurrency = parse_concurrency(ladder)
     grid = parse_grid(grid_items)
     base = resolve_scenario(scenario, overrides, **flags)

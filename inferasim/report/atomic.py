@@ -12,12 +12,33 @@ from pathlib import Path
 
 from inferasim.config.errors import ConfigError
 
+# Every result folder inferasim writes holds this file: a folder that does not is not replaced.
+RESULT_MARKER = "scenario.resolved.yaml"
+
+
+def check_out_dir(out_dir: str | Path) -> Path:
+    """``out_dir`` may be written: absent, empty, or a result folder inferasim wrote before
+    (which the new result replaces whole). Anything else would be deleted by the replacement,
+    so it is a ConfigError, raised before any work is done."""
+    out_dir = Path(out_dir)
+    if out_dir.exists():
+        if not out_dir.is_dir():
+            raise ConfigError("exists and is not a folder; name a new or empty folder",
+                              file=str(out_dir))
+        if any(out_dir.iterdir()) and not (out_dir / RESULT_MARKER).is_file():
+            raise ConfigError("holds files inferasim did not write (no "
+                              f"{RESULT_MARKER}), which replacing it would delete; name a "
+                              "new or empty folder, or a previous result folder",
+                              file=str(out_dir))
+    return out_dir
+
 
 @contextmanager
 def atomic_dir(out_dir: str | Path) -> Iterator[Path]:
-    """Yield a temporary folder; on success it replaces ``out_dir``, on any failure it is
-    removed and ``out_dir`` is left as it was: never a half-written result."""
-    out_dir = Path(out_dir)
+    """Yield a temporary folder; on success it replaces ``out_dir`` (``check_out_dir``: only
+    an empty folder or an earlier result), on any failure it is removed and ``out_dir`` is
+    left as it was: never a half-written result."""
+    out_dir = check_out_dir(out_dir)
     parent = out_dir.resolve().parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
