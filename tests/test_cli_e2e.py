@@ -169,3 +169,32 @@ def test_out_never_replaces_a_folder_inferasim_did_not_write(tmp_path):
     for _ in range(2):  # a new folder, then the earlier result replaced
         assert CliRunner().invoke(cli, ["run", *args, "--out", str(result)]).exit_code == 0
     assert (result / "summary.json").is_file()
+
+
+def test_unreadable_inputs_are_one_line_errors(tmp_path):
+    # A binary scenario, a folder where a trace file belongs, and Mooncake rows with a
+    # negative length or a NaN stamp: one line naming the file, exit 2, no traceback.
+    binary = tmp_path / "scenario.yaml"
+    binary.write_bytes(bytes(range(128, 256)))
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    negative = tmp_path / "neg.jsonl"
+    negative.write_text('{"timestamp": 0, "input_length": -5, "output_length": 3, '
+                        '"hash_ids": [1]}\n')
+    nan = tmp_path / "nan.jsonl"
+    nan.write_text('{"timestamp": "nan", "input_length": 5, "output_length": 3, '
+                   '"hash_ids": [1]}\n')
+    cases = [
+        (["run", str(binary)], "not UTF-8"),
+        (["run", "--set", "workload.format=sessions", "--set", f"workload.trace={folder}"],
+         "Is a directory"),
+        (["run", "--set", "workload.format=mooncake", "--set", f"workload.trace={negative}"],
+         "input_length >= 1"),
+        (["run", "--set", "workload.format=mooncake", "--set", f"workload.trace={nan}"],
+         "finite timestamp"),
+    ]
+    for args, needle in cases:
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 2, (args, result.output)
+        lines = [ln for ln in result.output.splitlines() if ln.strip()]
+        assert len(lines) == 1 and needle in lines[0], (args, result.output)

@@ -94,3 +94,23 @@ def test_refused_requests_are_counted_with_a_reason_and_the_json_stays_strict(tm
     assert summary["requests_completed"] == 0 and summary["requests_failed"] == 3
     assert summary["ttft_p50_s"] is None
     assert "exceed the model's context" in summary["requests_failed_example"]
+
+
+def test_an_empty_prompt_is_refused_not_simulated(tmp_path):
+    # An AgentX entry without its input length reads as a 0-token prompt: the servers reject
+    # it, and so does the replay (it used to crash the engine).
+    import numpy as np
+    import simpy
+
+    from inferasim.serve.live import LiveRequest
+    from inferasim.serve.topology import Topology
+    from inferasim.workload.request import RequestSpec
+
+    class Front:
+        def submit(self, req):
+            raise AssertionError("an empty prompt reached the engine")
+
+    env = simpy.Environment()
+    req = LiveRequest(0, RequestSpec(0, 8, np.zeros(0, dtype=np.int64), 16), 0.0, env.event())
+    Topology(Front(), [], 1000, LLAMA_8B_CONTEXT).submit(req)
+    assert req.done.triggered and "empty prompt" in req.failed

@@ -19,3 +19,14 @@ class ConfigErrorGroup(click.Group):
         except ConfigError as exc:
             click.echo(f"inferasim: error: {exc}", err=True)
             sys.exit(2)
+        except UnicodeDecodeError as exc:
+            # a file given as a scenario, trace or result that is not text
+            click.echo(f"inferasim: error: an input file is not UTF-8 text ({exc.reason} at "
+                       f"byte {exc.start})", err=True)
+            sys.exit(2)
+        except OSError as exc:
+            if exc.filename is None:
+                raise
+            click.echo(f"inferasim: error: {exc.filename}: cannot read: "
+                       f"{exc.strerror or exc}", err=True)
+            sys.exit(2)

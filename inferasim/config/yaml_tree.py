@@ -46,7 +46,9 @@ def read_yaml_mapping(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise ConfigError("expected a YAML file, found a directory", file=str(path))
     try:
-        data = parse_yaml(path.read_text())
+        data = parse_yaml(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError("not a YAML file (not UTF-8 text)", file=str(path)) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

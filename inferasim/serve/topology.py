@@ -36,6 +36,11 @@ class Topology:
 
     def submit(self, req: LiveRequest) -> None:
         tokens = req.spec.prompt_tokens + req.spec.output_tokens
+        if req.spec.prompt_tokens < 1:
+            # The servers reject an empty prompt (a trace entry without its input length).
+            req.failed = "an empty prompt (0 tokens)"
+            req.done.succeed(req)
+            return
         if tokens > self.max_context:
             # The server answers at once with an error, as vLLM and SGLang do for a prompt
             # plus requested output past the model's context length.

@@ -12,6 +12,7 @@ Replay modes:
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -57,20 +58,27 @@ def resolve_trace_path(scenario: Scenario, key: str = "workload.trace") -> Path:
 
 def load_mooncake(path: Path) -> MooncakeTrace:
     times, ins, outs, ids = [], [], [], []
-    with open(path) as fh:
+    with open(path, encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
                 continue
             try:
                 row = json.loads(line)
-                times.append(float(row["timestamp"]) / 1000.0)
-                ins.append(int(row["input_length"]))
-                outs.append(int(row["output_length"]))
-                ids.append(np.asarray(row["hash_ids"], dtype=np.int64))
-            except (ValueError, KeyError, TypeError) as exc:
+                stamp = float(row["timestamp"]) / 1000.0
+                prompt, output = int(row["input_length"]), int(row["output_length"])
+                keys = np.asarray(row["hash_ids"], dtype=np.int64).reshape(-1)
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 raise ConfigError(f"line {lineno}: not a Mooncake record ({exc}); expected "
                                   "timestamp, input_length, output_length, hash_ids",
                                   file=str(path)) from None
+            if not math.isfinite(stamp) or prompt < 1 or output < 0:
+                raise ConfigError(f"line {lineno}: expected a finite timestamp, input_length "
+                                  f">= 1 and output_length >= 0, got {stamp * 1000:g}, "
+                                  f"{prompt}, {output}", file=str(path))
+            times.append(stamp)
+            ins.append(prompt)
+            outs.append(output)
+            ids.append(keys)
     if not times:
         raise ConfigError("no requests in trace", file=str(path))
     order = np.argsort(np.asarray(times), kind="stable")
