@@ -32,6 +32,7 @@ from typing import Any
 
 from inferasim.harvest import gpu_detect
 from inferasim.harvest.plan import read_plan
+from inferasim.report.atomic import write_text_atomic
 
 RUN_FILE = "run.json"
 SERVER_LOG = "server.log"
@@ -217,7 +218,8 @@ def run_plan(folder: str | Path, *, health_timeout_s: float | None = None,
                               "probes": []}
 
     def save() -> None:
-        (folder / RUN_FILE).write_text(json.dumps(record, indent=1) + "\n")
+        # rewritten after every probe: a reader (or a crash) never sees half a record
+        write_text_atomic(folder / RUN_FILE, json.dumps(record, indent=1) + "\n")
 
     gpu = gpu_detect.capture(plan.get("capture", {}).get("gpu", []))
     (folder / GPU_FILE).write_text(gpu.pop("text"))

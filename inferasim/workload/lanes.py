@@ -36,6 +36,8 @@ drawing the next from the sampler. Rules (docs/agentic.md):
 from __future__ import annotations
 
 import math
+import os
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -111,13 +113,21 @@ class TreeCorpus:
     # -- persistence ------------------------------------------------------------------
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp.npz")
-        np.savez(tmp, ids=np.array(self.ids, dtype=str),
-                 version=np.array([CORPUS_VERSION]),
-                 meta_keys=np.array(list(self.meta), dtype=str),
-                 meta_values=np.array([float(v) for v in self.meta.values()]),
-                 **self.arrays())
-        tmp.replace(path)
+        # a temporary name of its own: sweep workers parsing the same corpus at once each
+        # write theirs, and the last rename wins with a whole file
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".npz", dir=path.parent)
+        tmp = Path(name)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                np.savez(fh, ids=np.array(self.ids, dtype=str),
+                         version=np.array([CORPUS_VERSION]),
+                         meta_keys=np.array(list(self.meta), dtype=str),
+                         meta_values=np.array([float(v) for v in self.meta.values()]),
+                         **self.arrays())
+            tmp.replace(path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
 
     @classmethod
     def load(cls, path: Path) -> TreeCorpus | None:
