@@ -32,8 +32,6 @@ class AttentionCost:
     def total_flops(self) -> np.ndarray:
         return sum(self.flops.values())
 
-    def total_bytes(self) -> np.ndarray:
-        return sum(self.bytes.values())
 
 
 def _causal_pairs(chunk: np.ndarray, resident: np.ndarray, cap: float | None = None) -> np.ndarray:

@@ -60,10 +60,6 @@ def _indexer_pair_flops(idx: IndexerSpec) -> float:
     return 2.0 * idx.n_heads * idx.head_dim
 
 
-def _add(terms: dict[str, np.ndarray], name: str, value: np.ndarray) -> None:
-    terms[name] = terms[name] + value if name in terms else value
-
-
 # ---------------------------------------------------------------------------------------------
 # DSA: MLA + token-level top-k (DeepSeek-V3.2, GLM-5.1, GLM-5.2)
 # ---------------------------------------------------------------------------------------------

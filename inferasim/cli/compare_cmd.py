@@ -7,9 +7,6 @@ import click
 from inferasim.config.knobs import Knobs
 from inferasim.config.loader import load_scenario
 from inferasim.report import strict_json
-from inferasim.report.compare import compare_rows, compare_table
-from inferasim.report.run_report import replay_summary
-from inferasim.serve.simulation import simulate
 
 
 @click.command()
@@ -22,6 +19,10 @@ def compare(scenario_a, scenario_b, overrides, as_json):
     """Replay SCENARIO_A and SCENARIO_B and print every metric with B - A.
 
     Throughput is also shown per GPU, so deployments of different sizes compare fairly."""
+    from inferasim.report.compare import compare_rows, compare_table
+    from inferasim.report.run_report import replay_summary
+    from inferasim.serve.simulation import simulate
+
     knobs = Knobs.from_env()
     summaries, names = [], []
     for path in (scenario_a, scenario_b):

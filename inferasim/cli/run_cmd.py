@@ -11,9 +11,6 @@ from inferasim.cli.options import resolve_scenario, scenario_options
 from inferasim.config.knobs import Knobs
 from inferasim.report import strict_json
 from inferasim.report.atomic import check_out_dir
-from inferasim.report.run_report import replay_summary, write_outputs
-from inferasim.report.tables import summary_table
-from inferasim.serve.simulation import simulate
 
 
 @click.command()
@@ -25,6 +22,11 @@ from inferasim.serve.simulation import simulate
               help="Format of the request rows in --out.")
 def run(scenario, overrides, as_json, out_dir, out_format, **flags):
     """Replay SCENARIO (default: scenarios/quickstart.yaml) and print the summary."""
+    # Imported here, as the other commands do: pandas and the simulator load only when run.
+    from inferasim.report.run_report import replay_summary, write_outputs
+    from inferasim.report.tables import summary_table
+    from inferasim.serve.simulation import simulate
+
     if out_dir:
         check_out_dir(out_dir)  # before the replay: refuse a folder the result would clobber
     resolved = resolve_scenario(scenario, overrides, **flags)
