@@ -36,6 +36,7 @@ import numpy as np
 
 from inferasim.config.errors import ConfigError
 from inferasim.workload.lanes import CORPUS_VERSION, CorpusBuilder, LaneDriver, TreeCorpus
+from inferasim.workload.trace_path import resolve_trace_path
 
 AGENTX_DEFAULT_DURATION_S = 1800.0
 DEFAULT_BLOCK_SIZE = 64
@@ -218,16 +219,14 @@ def load_agentx(path: str | Path, *, use_cache: bool = True) -> TreeCorpus:
 # ---------------------------------------------------------------------------------------
 # The workload source
 # ---------------------------------------------------------------------------------------
-def resolve_trace_path(trace: str | None, scenario_path: str | None, *, fmt: str) -> Path:
-    """A relative ``workload.trace`` is taken against the scenario file's folder first, then
-    the working directory (where a ``--set workload.trace=...`` override was typed)."""
-    if trace is None:
-        if fmt == "sessions":
-            from inferasim.config.catalog import REPO_ROOT
+def agentic_trace_path(trace: str | None, scenario_path: str | None, *, fmt: str) -> Path:
+    """The scenario's trace (``resolve_trace_path``), or for the ``sessions`` format without
+    one, the bundled synthetic sessions."""
+    if trace is None and fmt == "sessions":
+        from inferasim.config.catalog import REPO_ROOT
 
-            return REPO_ROOT / "traces" / "agentic-small.jsonl"
-        raise ConfigError("the agentx format needs a trace file or folder (workload.trace)",
-                          key="workload.trace", file=scenario_path)
+        return REPO_ROOT / "traces" / "agentic-small.jsonl"
+    return resolve_trace_path(trace, scenario_path, fmt=fmt)
     p = Path(trace).expanduser()
     if p.is_absolute():
         candidates = [p]
@@ -246,7 +245,7 @@ def resolve_trace_path(trace: str | None, scenario_path: str | None, *, fmt: str
 
 def load_trees(scenario) -> TreeCorpus:
     wl = scenario.workload
-    path = resolve_trace_path(wl.trace, scenario.path, fmt=wl.format)
+    path = agentic_trace_path(wl.trace, scenario.path, fmt=wl.format)
     try:
         if wl.format == "agentx":
             return load_agentx(path)

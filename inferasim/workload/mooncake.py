@@ -22,6 +22,7 @@ import numpy as np
 from inferasim.config.errors import ConfigError
 from inferasim.config.scenario import Scenario
 from inferasim.workload.request import Arrival, RequestSpec
+from inferasim.workload.trace_path import resolve_trace_path
 
 MOONCAKE_BLOCK_TOKENS = 512
 MIN_FOLLOWUP_BLOCKS = 2
@@ -41,19 +42,6 @@ class MooncakeTrace:
     def prompt_keys(self, i: int) -> np.ndarray:
         """Keys of the full blocks only: a partial block is not cacheable."""
         return self.hash_ids[i][: int(self.input_tokens[i]) // MOONCAKE_BLOCK_TOKENS]
-
-
-def resolve_trace_path(scenario: Scenario, key: str = "workload.trace") -> Path:
-    raw = scenario.workload.trace
-    if not raw:
-        raise ConfigError("this workload format needs a trace file", file=scenario.path, key=key)
-    path = Path(raw)
-    if not path.is_absolute() and not path.exists():
-        # Relative paths in a scenario file resolve against the file's folder.
-        path = Path(scenario.path).parent / raw
-    if not path.exists():
-        raise ConfigError(f"trace not found: {raw}", file=scenario.path, key=key)
-    return path
 
 
 def load_mooncake(path: Path) -> MooncakeTrace:
@@ -182,5 +170,5 @@ def mooncake_source(scenario: Scenario, rng: np.random.Generator) -> MooncakeSou
     wl = scenario.workload
     if wl.rate_scale <= 0:
         raise ConfigError("expected a positive number", file=scenario.path, key="workload.rate_scale")
-    trace = load_mooncake(resolve_trace_path(scenario))
+    trace = load_mooncake(resolve_trace_path(wl.trace, scenario.path, fmt="mooncake"))
     return MooncakeSource(trace, wl.rate_scale, wl.duration_s, wl.mooncake_sessions, wl.warmup_s)
