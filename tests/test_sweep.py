@@ -79,7 +79,8 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, needle):
 
 def test_small_sweep_writes_results_and_plots(tmp_path):
     out = tmp_path / "sweep"
-    out.mkdir()
+    out.mkdir()  # an earlier result (its marker file), replaced whole and atomically
+    (out / "scenario.resolved.yaml").write_text("name: earlier\n")
     (out / "stale.txt").write_text("replaced atomically")
     result = _invoke(*SMALL, "--concurrency", "1,2", "--grid", "engine.max_num_seqs=1,64",
                      "--jobs", "2", "--out", str(out))

@@ -80,8 +80,11 @@ def test_stats_mooncake(tmp_path):
 def test_stats_refuses_an_unknown_file(tmp_path):
     path = tmp_path / "x.jsonl"
     path.write_text('{"foo": 1}\n')
-    result = CliRunner().invoke(trace, ["stats", str(path)])
-    assert result.exit_code != 0 and "format" in result.output
+    from inferasim.cli.main import cli
+
+    result = CliRunner().invoke(cli, ["trace", "stats", str(path)])
+    assert result.exit_code == 2 and "--format" in result.output
+    assert result.output.startswith("inferasim: error:") and str(path) in result.output
 
 
 def test_run_agentic_quickstart_json(tmp_path):

@@ -147,10 +147,8 @@ def _load_templates(folder: Path | None) -> list[tuple[str, Scenario, Target]]:
     for path in sorted(Path(folder).glob("*.yaml")):
         if path.name.startswith("_"):
             continue
-        try:
-            sc = load_scenario(path, [], check_fit=False)
-        except ConfigError:
-            continue
+        # a template that does not load is a broken shipped scenario: say so, do not skip it
+        sc = load_scenario(path, [], check_fit=False)
         out.append((path.name, sc, attrs.evolve(Target.from_scenario(sc), build="")))
     return out
 

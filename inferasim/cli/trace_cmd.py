@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from inferasim.config.errors import ConfigError
+
 
 @click.group()
 def trace() -> None:
@@ -25,7 +27,8 @@ def stats(file, fmt, as_json):
     try:
         result = trace_stats(Path(file), fmt)
     except (ValueError, KeyError, json.JSONDecodeError) as exc:
-        raise click.ClickException(str(exc)) from exc
+        # the project's one-line error (exit 2), naming the file
+        raise ConfigError(f"not a {fmt or 'recognised'} trace: {exc}", file=file) from None
     if as_json:
         click.echo(json.dumps(result))
     else:

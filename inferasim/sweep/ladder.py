@@ -26,6 +26,7 @@ from inferasim.config.knobs import KNOBS, Knobs
 from inferasim.config.loader import load_scenario, scenario_to_dict
 from inferasim.config.scenario import Scenario
 from inferasim.report.atomic import atomic_dir
+from inferasim.workload.sources import GENERATED_DURATION_S
 
 KNOB_PREFIX = "INFERASIM_"
 # Columns that describe how a rung ran rather than what it measured.
@@ -186,7 +187,8 @@ def run_ladder(rungs: Sequence[Rung], executor,
 
 
 def _expected_cost(rung: Rung) -> float:
-    duration = rung.scenario.workload.duration_s or 600.0
+    # a rung without a duration runs the generated workloads' default horizon
+    duration = rung.scenario.workload.duration_s or GENERATED_DURATION_S
     return rung.concurrency * duration
 
 
