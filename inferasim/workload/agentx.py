@@ -227,20 +227,6 @@ def agentic_trace_path(trace: str | None, scenario_path: str | None, *, fmt: str
 
         return REPO_ROOT / "traces" / "agentic-small.jsonl"
     return resolve_trace_path(trace, scenario_path, fmt=fmt)
-    p = Path(trace).expanduser()
-    if p.is_absolute():
-        candidates = [p]
-    else:
-        candidates = []
-        if scenario_path:
-            candidates.append(Path(scenario_path).resolve().parent / p)
-        candidates.append(Path.cwd() / p)
-    for cand in candidates:
-        if cand.exists():
-            return cand
-    raise ConfigError(f"trace not found: {trace} (looked in "
-                      f"{', '.join(str(c.parent) for c in candidates)})",
-                      key="workload.trace", file=scenario_path)
 
 
 def load_trees(scenario) -> TreeCorpus:
