@@ -243,3 +243,23 @@ def test_atom_client_pins_fixed_lengths_with_its_legacy_range_ratio():
                              isl=1024, osl=16, concurrency=1, num_prompts=8, seed=1,
                              result="results/x.json", trust_remote_code=False)
     assert argv[argv.index("--random-range-ratio") + 1] == "0"
+
+
+@pytest.mark.parametrize("edit, key", [
+    (lambda p: p["server"].pop("argv"), "server.argv"),
+    (lambda p: p["server"].update(argv="vllm serve"), "server.argv"),
+    (lambda p: p["server"].pop("health_url"), "server.health_url"),
+    (lambda p: p["probes"][0].pop("id"), "probes[0].id"),
+    (lambda p: p["probes"][1].update(argv=[]), "probes[1].argv"),
+    (lambda p: p["probes"][0].update(result=3), "probes[0].result"),
+])
+def test_a_hand_edited_plan_is_refused_at_the_key_it_breaks(tmp_path, edit, key):
+    # harvest run reads these nested keys; a plan missing one fails on reading, naming it,
+    # not with a KeyError part-way through a run
+    plan = make_plan("vllm", "none", 1)
+    edit(plan)
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan))
+    with pytest.raises(ConfigError) as err:
+        read_plan(tmp_path)
+    assert err.value.key == key and err.value.file == str(path)

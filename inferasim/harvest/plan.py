@@ -528,7 +528,36 @@ def read_plan(folder: str | Path) -> dict[str, Any]:
     for key in ("server", "probes", "regime"):
         if key not in plan:
             raise ConfigError(f"missing key {key!r}", file=str(path))
+    _check_plan_shape(plan, str(path))
     return plan
+
+
+def _is_argv(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(a, str) for a in value)
+
+
+def _check_plan_shape(plan: dict[str, Any], path: str) -> None:
+    """The keys ``harvest run`` reads, each where and as it expects them: a hand-edited plan
+    fails here, naming the key, and not part-way through a run."""
+    server = plan["server"]
+    if not isinstance(server, dict) or not _is_argv(server.get("argv")):
+        raise ConfigError("expected a list of strings (the server's command)",
+                          file=path, key="server.argv")
+    if not isinstance(server.get("health_url"), str):
+        raise ConfigError("expected the server's health URL", file=path,
+                          key="server.health_url")
+    probes = plan["probes"]
+    if not isinstance(probes, list):
+        raise ConfigError("expected a list of probes", file=path, key="probes")
+    for i, probe in enumerate(probes):
+        if not isinstance(probe, dict):
+            raise ConfigError("expected a mapping", file=path, key=f"probes[{i}]")
+        for key, ok in (("id", isinstance(probe.get("id"), str)),
+                        ("argv", _is_argv(probe.get("argv"))),
+                        ("result", isinstance(probe.get("result"), str))):
+            if not ok:
+                raise ConfigError(f"expected {'a list of strings' if key == 'argv' else 'a string'}",
+                                  file=path, key=f"probes[{i}].{key}")
 
 
 def render(plan: dict[str, Any]) -> str:
