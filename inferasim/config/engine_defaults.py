@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import math
 
+import attrs
+
 MIB = 2**20
 
 # (below this many GiB of GPU memory, chunked_prefill_size, cuda_graph_max_bs at TP < 4, at
@@ -87,9 +89,12 @@ def derived_defaults(scenario, set_keys) -> dict[str, float | int]:
     """The engine keys the scenario's engine derives from its deployment and the scenario
     does not set (``set_keys``: the engine keys the scenario file and overrides give)."""
     eng = scenario.engine
-    if eng.deployment_defaults != "sglang":
-        return {}
     out: dict[str, float | int] = {}
+    speculative = scenario.speculative.method != "none"
+    if speculative and "max_num_seqs" not in set_keys and eng.speculative_max_num_seqs:
+        out["max_num_seqs"] = eng.speculative_max_num_seqs
+    if eng.deployment_defaults != "sglang":
+        return out
     chunk = eng.chunked_prefill_size
     if "chunked_prefill_size" not in set_keys:
         chunk = out["chunked_prefill_size"] = sglang_chunked_prefill_size(scenario.gpu.hbm_bytes)
@@ -99,10 +104,8 @@ def derived_defaults(scenario, set_keys) -> dict[str, float | int]:
             tp=scenario.parallel.tp, dp_attention=scenario.parallel.dp_attention,
             chunked_prefill_size=chunk, mla=scenario.model.attention.kind.startswith("mla"),
             speculative=scenario.speculative.method, context_len=scenario.model.max_context)
-    if "max_num_seqs" not in set_keys and scenario.speculative.method == "none":
-        # speculative decoding has its own default (EngineSpec.speculative_max_num_seqs)
-        import attrs
-
+    if "max_num_seqs" not in set_keys and not speculative:
+        # sized by the KV pool the derived figures give (the memory model needs the engine)
         from inferasim.arch.memory import memory_plan
 
         sized = attrs.evolve(scenario, engine=attrs.evolve(eng, **out))

@@ -50,9 +50,6 @@ def resolve(data: dict[str, Any], origins: dict[str, str], path: str, *,
     eorigins.update({k: v for k, v in origins.items() if k.startswith("engine.")})
     engine = build_spec(EngineSpec, merged_engine, prefix="engine", origins=eorigins,
                         default_file=str(path))
-    if (spec.speculative.method != "none" and "max_num_seqs" not in spec.engine
-            and engine.speculative_max_num_seqs is not None):
-        engine = attrs.evolve(engine, max_num_seqs=engine.speculative_max_num_seqs)
 
     scenario = Scenario(name=spec.name, description=spec.description, path=str(path),
                         model=model, gpu=gpu, engine=engine, parallel=spec.parallel,

@@ -12,7 +12,6 @@ and scheduling resumes — so per-request results equal the step-by-step referen
 
 from __future__ import annotations
 
-import functools
 import math
 from bisect import bisect_right
 
@@ -25,7 +24,7 @@ from inferasim.serve.acceptance import RequestAdvance
 from inferasim.serve.decode_set import DecodeSet
 from inferasim.serve.kv_manager import KVManager
 from inferasim.serve.live import LiveRequest
-from inferasim.serve.policies import QUEUE_ORDERS, REQUEUE_FRONT, VICTIMS, lpm_order
+from inferasim.serve.policies import REQUEUE_FRONT, queue_order_for, victim_for
 from inferasim.serve.scheduler import SCHEDULERS, Step, grow_decoders
 
 
@@ -61,17 +60,10 @@ class EngineInstance:
             else eng.max_num_batched_tokens
         self.chunked_prefill_size = eng.chunked_prefill_size
         self.lpm_max = eng.lpm_max_waiting
-        self._order = QUEUE_ORDERS[eng.queue_policy]
-        if eng.queue_policy == "lpm" and eng.lpm_in_batch_dedup_tokens:
-            self._order = functools.partial(lpm_order,
-                                            dedup_tokens=eng.lpm_in_batch_dedup_tokens)
-        self._victim = VICTIMS[eng.preemption]
+        self._order = queue_order_for(eng.queue_policy, eng.lpm_in_batch_dedup_tokens)
+        self._victim = victim_for(eng.preemption, scenario.speculative.method != "none")
         self._keeps_blocks = eng.preemption_keeps_blocks
         self._caches_chunks = eng.caches_prompt_chunks
-        if eng.preemption == "retract-fewest-output" and scenario.speculative.method != "none":
-            # SGLang retracts from the back of the batch, unsorted, under speculative decoding
-            # (engines.md 3.2): the newest request, still requeued at the tail.
-            self._victim = VICTIMS["recompute-newest"]
         self._requeue_front = REQUEUE_FRONT[eng.preemption]
         self._schedule = SCHEDULERS[eng.scheduler]
         spec = scenario.speculative
@@ -245,9 +237,9 @@ class EngineInstance:
         return self._wake
 
     def _read_inbox(self) -> None:
-        """(Called with requests in the inbox.) The scheduler reads its socket: after a prefill step or every ``_recv_every``
-        decode steps (the count is back at 0), or when nothing runs (an idle loop turns over
-        in no time)."""
+        """(Called with requests in the inbox.) The scheduler reads its socket: after a
+        prefill step or every ``_recv_every`` decode steps (the count is back at 0), or when
+        nothing runs (an idle loop turns over in no time)."""
         if self._recv_count == 0 or not (self.running or self.waiting):
             self.waiting.extend(self.inbox)
             self.inbox.clear()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 from inferasim.serve.kv_manager import KVManager
@@ -49,6 +50,13 @@ QUEUE_ORDERS: dict[str, Callable[[list[LiveRequest], KVManager, int], list[LiveR
 }
 
 
+def queue_order_for(policy: str, dedup_tokens: int = 0):
+    """The queue order an engine runs: ``policy``, with lpm's in-batch dedup when set."""
+    if policy == "lpm" and dedup_tokens:
+        return functools.partial(lpm_order, dedup_tokens=dedup_tokens)
+    return QUEUE_ORDERS[policy]
+
+
 def newest_victim(running: list[LiveRequest]) -> LiveRequest:
     """vLLM: the most recently admitted request is recomputed."""
     return max(running, key=lambda r: r.admitted_seq)
@@ -63,6 +71,15 @@ VICTIMS: dict[str, Callable[[list[LiveRequest]], LiveRequest]] = {
     "recompute-newest": newest_victim,
     "retract-fewest-output": fewest_output_victim,
 }
+
+def victim_for(preemption: str, speculative: bool):
+    """The preemption victim an engine picks: SGLang's retraction sorts by generated tokens,
+    except under speculative decoding, where it pops the back of the batch unsorted (the
+    newest request; engines.md 3.2). The requeue position stays the policy's."""
+    if preemption == "retract-fewest-output" and speculative:
+        return newest_victim
+    return VICTIMS[preemption]
+
 
 # Where a preempted request goes back in the waiting queue.
 REQUEUE_FRONT = {"recompute-newest": True, "retract-fewest-output": False}
