@@ -179,3 +179,77 @@ def test_a_speculative_target_takes_the_acceptance_its_group_measured():
     grouped = [spec_anchor(2, 0.0095, 30.0)]
     kept = _with_measured_acceptance(anchor_workload(base, held), grouped)
     assert kept.speculative.acceptance == base.speculative.acceptance
+
+
+def shaped(conc: int, step: float, osl: int, *, build: str | None, date: str | None = None
+           ) -> dict:
+    a = anchor(conc, step, build=build or "x")
+    e2e = 0.1 + osl * step
+    a["workload"]["osl"] = osl
+    a["measurements"].update(e2e_mean_s=e2e, tput_per_gpu_total=conc * (ISL + osl) / e2e / 8 * 0.9)
+    a["id"] = f"t-{build or date}-{osl}-c{conc}"
+    a["provenance"] = {"source": "test", "image": build, "date": date}
+    return a
+
+
+def test_hold_out_shape_predicts_each_shape_from_the_others(tmp_path):
+    """Each anchor is predicted from its regime's anchors at the other ISL/OSL: its own build
+    where that build measured the other shape, other builds (so marked) where it did not. A
+    regime measured at one shape has nothing to project from and is skipped with the reason."""
+    new, old = "lmsysorg/sglang:v0.5.12-rocm700-mi35x", "lmsysorg/sglang:v0.5.9-rocm700-mi35x"
+    anchors = [shaped(4, 0.0100, 256, build=new), shaped(16, 0.0120, 256, build=new),
+               shaped(4, 0.0102, 2048, build=new), shaped(16, 0.0122, 2048, build=new),
+               # an older build, 1.5x slower, measured at one shape only
+               shaped(8, 0.0165, 256, build=old),
+               # a regime with one shape
+               {**shaped(4, 0.01, 256, build=new), "id": "tp4",
+                "regime": {**REGIME, "tp": 4, "num_gpus": 4}},
+               {**shaped(8, 0.011, 256, build=new), "id": "tp4b",
+                "regime": {**REGIME, "tp": 4, "num_gpus": 4}}]
+    path = tmp_path / "shapes.json"
+    path.write_text(json.dumps({"schema_version": 1, "anchors": anchors}))
+    results = validate_store(AnchorStore.load(path), hold_out="shape")
+    scored = [g for g in results if g.predictions]
+    assert len(scored) == 1 and "@" not in scored[0].key  # one group per regime, builds pooled
+    preds = {p.anchor: p for p in scored[0].predictions}
+    assert set(preds) == {a["id"] for a in anchors[:5]}
+    for osl in (256, 2048):  # the new build's points come from its own other shape
+        for conc in (4, 16):
+            p = preds[f"t-{new}-{osl}-c{conc}"]
+            assert p.same_build and abs(p.error("tpot")) < 0.2, (p.anchor, p.error("tpot"))
+    crossed = preds[f"t-{old}-256-c8"]
+    assert not crossed.same_build and crossed.error("tpot") < -0.2  # the faster build's step
+    assert any("one ISL/OSL (1024/256)" in (g.skipped or "") for g in results)
+
+
+def test_date_as_build_keeps_run_dates_apart(tmp_path):
+    """History rows name no image: with date_as_build each run date is one build, so a point
+    is calibrated by its own date's other shape, not by a slower date's."""
+    anchors = [shaped(4, 0.0100, 256, build=None, date="2026-02-27"),
+               shaped(4, 0.0102, 2048, build=None, date="2026-02-27"),
+               shaped(4, 0.0200, 2048, build=None, date="2025-12-15")]
+    path = tmp_path / "history.json"
+    path.write_text(json.dumps({"schema_version": 1, "anchors": anchors}))
+    store = AnchorStore.load(path)
+    dated = validate_store(store, hold_out="shape", date_as_build=True)
+    p = next(p for g in dated for p in g.predictions if p.anchor == "t-2026-02-27-256-c4")
+    assert p.same_build and abs(p.error("tpot")) < 0.1
+    pooled = validate_store(store, hold_out="shape")
+    p = next(p for g in pooled for p in g.predictions if p.anchor == "t-2026-02-27-256-c4")
+    assert p.error("tpot") > 0.2  # both dates' 2048 rows calibrate it, the slow one included
+
+
+def test_validate_cli_hold_out_shape(tmp_path):
+    new = "lmsysorg/sglang:v0.5.12-rocm700-mi35x"
+    anchors = [shaped(4, 0.0100, 256, build=new), shaped(4, 0.0102, 2048, build=new)]
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps({"schema_version": 1, "anchors": anchors}))
+    runner = CliRunner()
+    result = runner.invoke(cli, ["anchors", "validate", str(path), "--hold-out", "shape"])
+    assert result.exit_code == 0, result.output
+    assert "leave-one-shape-out" in result.output
+    assert "calibrated by its own build at another shape" in result.output
+    data = json.loads(runner.invoke(cli, ["anchors", "validate", str(path), "--hold-out",
+                                          "shape", "--json"]).output)
+    assert data["hold_out"] == "shape" and data["overall_same_build"]["tpot"]["n"] == 2
+    assert data["overall_cross_build"]["tpot"]["n"] == 0

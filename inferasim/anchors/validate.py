@@ -8,6 +8,13 @@ group, and throughput per GPU, TPOT and TTFT are compared with the measurement.
 
 A group is skipped, with the reason, when inferasim cannot run its regime (an engine or GPU not
 in the catalog) or when it has fewer than two anchors with a closed-loop decode step.
+
+``hold_out="shape"`` asks the other question a projection raises: how well does a regime's
+measurement at one ISL/OSL carry to another it did not measure? Anchors are then grouped by
+regime alone, and each is predicted from the anchors of its regime at *other* shapes, its own
+build preferred (the replay states it as its version) and crossed, with the point so marked,
+where no anchor of its build measured another shape. History rows record no image:
+``date_as_build`` reads each run date as one build (InferenceX runs one image per date).
 """
 
 from __future__ import annotations
@@ -43,6 +50,8 @@ MAX_REPLAY_CONCURRENCY = 256
 #: more; a group of two predicts each point from one other and carries no trend).
 TARGETS = {"tput_per_gpu": 0.10, "tpot": 0.15, "ttft": 0.15}
 TARGET_MIN_SCORED = 3
+#: What a prediction leaves out: one anchor (``point``) or every anchor of its ISL/OSL (``shape``).
+HOLD_OUT = ("point", "shape")
 
 
 @attrs.frozen
@@ -62,6 +71,9 @@ class Prediction:
     bracketed: bool = False
     # Metric -> why the measurement is not scored (it contradicts the anchor's own latency).
     excluded: dict[str, str] = attrs.field(factory=dict)
+    # Whether the anchors that calibrated it include its own build (always, leaving one point
+    # out; leaving a shape out, only where its build measured another shape).
+    same_build: bool = True
 
     def error(self, metric: str) -> float | None:
         if metric in self.excluded:
@@ -112,22 +124,43 @@ def regime_key(record: AnchorRecord) -> tuple:
     return tuple(values) + (record.provenance.build,)
 
 
-def group_label(record: AnchorRecord) -> str:
+def group_label(record: AnchorRecord, *, with_build: bool = True) -> str:
     reg = record.regime
     spec = reg.spec_method or "?"
     if spec not in ("none", "?") and reg.draft_tokens:
         spec += f"+{reg.draft_tokens}"
+    label = (f"{reg.engine or '?'} {reg.gpu or reg.gpu_isa or '?'} {reg.weight_dtype or '?'} "
+             f"{spec} tp{reg.tp} ep{reg.ep} dpa{reg.dp_attention}")
+    if not with_build:
+        return label
     build = record.provenance.build or "unrecorded"
     build = build.rsplit(":", 1)[-1] if ":" in build else build
-    return (f"{reg.engine or '?'} {reg.gpu or reg.gpu_isa or '?'} {reg.weight_dtype or '?'} "
-            f"{spec} tp{reg.tp} ep{reg.ep} dpa{reg.dp_attention} @{build}")
+    return f"{label} @{build}"
 
 
-def regime_groups(records: Iterable[AnchorRecord]) -> dict[tuple, list[AnchorRecord]]:
+def regime_groups(records: Iterable[AnchorRecord], *, by_build: bool = True
+                  ) -> dict[tuple, list[AnchorRecord]]:
     groups: dict[tuple, list[AnchorRecord]] = {}
     for record in records:
-        groups.setdefault(regime_key(record), []).append(record)
+        key = regime_key(record)
+        groups.setdefault(key if by_build else key[:-1], []).append(record)
     return groups
+
+
+def shape_of(record: AnchorRecord) -> tuple[int, int]:
+    return int(record.workload.isl), int(record.workload.osl)
+
+
+def dates_as_builds(records: Iterable[AnchorRecord]) -> list[AnchorRecord]:
+    """Records that name no build take their run date as one (``run-YYYY-MM-DD``): the
+    InferenceMAX history rows carry a date and a run, not the image."""
+    out = []
+    for r in records:
+        prov = r.provenance
+        if prov.build is None and prov.date:
+            r = attrs.evolve(r, provenance=attrs.evolve(prov, engine_version=f"run-{prov.date}"))
+        out.append(r)
+    return out
 
 
 def _decodable(record: AnchorRecord) -> bool:
@@ -255,6 +288,12 @@ def _bracketed(held: AnchorRecord, others: list[AnchorRecord], used: set[str]) -
     return bool(concs) and min(concs) < held.workload.concurrency < max(concs)
 
 
+def _calibrated_by_own_build(held: AnchorRecord, others: list[AnchorRecord], cal: dict) -> bool:
+    used = set(cal.get("anchors_used", ()))
+    build = held.provenance.build
+    return any(r.provenance.build == build for r in others if r.id in used)
+
+
 def _inconsistent(record: AnchorRecord) -> dict[str, str]:
     """Metrics not scored: all of them when the anchor contradicts itself (which of its figures
     is wrong cannot be told; the calibrated oracle does not use it either)."""
@@ -322,12 +361,17 @@ def predict_closed_form(target: Scenario, others: list[AnchorRecord], knobs: Kno
 def validate_store(store: AnchorStore, *, knobs: Knobs | None = None,
                    templates: Path | None = TEMPLATE_DIR,
                    target_requests: int = TARGET_REQUESTS,
-                   max_replay_concurrency: int = MAX_REPLAY_CONCURRENCY) -> list[GroupResult]:
+                   max_replay_concurrency: int = MAX_REPLAY_CONCURRENCY,
+                   hold_out: str = "point", date_as_build: bool = False) -> list[GroupResult]:
+    if hold_out not in HOLD_OUT:
+        raise ValueError(f"hold_out must be one of {HOLD_OUT}, not {hold_out!r}")
     knobs = knobs or Knobs()
     temps = _load_templates(templates)
+    by_shape = hold_out == "shape"
+    records_in = dates_as_builds(store) if date_as_build else list(store)
     results: list[GroupResult] = []
-    for _key, records in regime_groups(store).items():
-        label = group_label(records[0])
+    for _key, records in regime_groups(records_in, by_build=not by_shape).items():
+        label = group_label(records[0], with_build=not by_shape)
         usable = [r for r in records if _decodable(r)]
         if records[0].regime.engine not in ENGINES:
             results.append(GroupResult(label, len(records), skipped=(
@@ -336,6 +380,11 @@ def validate_store(store: AnchorStore, *, knobs: Knobs | None = None,
         if len(usable) < 2:
             results.append(GroupResult(label, len(records), skipped=(
                 f"{len(usable)} anchor(s) with a closed-loop decode step; leave-one-out needs 2")))
+            continue
+        if by_shape and len({shape_of(r) for r in usable}) < 2:
+            results.append(GroupResult(label, len(records), skipped=(
+                f"one ISL/OSL ({'/'.join(map(str, shape_of(usable[0])))}): no other shape "
+                "to project from")))
             continue
         found = _template_for(usable[0], temps)
         try:
@@ -349,8 +398,15 @@ def validate_store(store: AnchorStore, *, knobs: Knobs | None = None,
         preds: list[Prediction] = []
         notes: set[str] = set()
         for held in usable:
-            others = [r for r in usable if r.id != held.id]
+            if by_shape:
+                others = [r for r in usable if shape_of(r) != shape_of(held)]
+            else:
+                others = [r for r in usable if r.id != held.id]
             target = anchor_workload(base, held, target_requests=target_requests)
+            build = held.provenance.build or ""
+            if by_shape and build:
+                # its own build preferred among the other shapes, crossed where it has none
+                target = attrs.evolve(target, engine=attrs.evolve(target.engine, version=build))
             target = _with_measured_acceptance(target, others)
             started = time.perf_counter()
             method = "replay" if held.workload.concurrency <= max_replay_concurrency \
@@ -372,7 +428,8 @@ def validate_store(store: AnchorStore, *, knobs: Knobs | None = None,
                 concurrency=int(held.workload.concurrency), measured=measured_metrics(held),
                 predicted=pred, replay_requests=n, wall_s=time.perf_counter() - started,
                 method=method, excluded=_inconsistent(held),
-                bracketed=_bracketed(held, others, set(cal.get("anchors_used", ())))))
+                bracketed=_bracketed(held, others, set(cal.get("anchors_used", ()))),
+                same_build=_calibrated_by_own_build(held, others, cal)))
         results.append(GroupResult(label, len(records), predictions=tuple(preds),
                                    template=template_name, notes=tuple(sorted(notes))))
     return results
@@ -393,15 +450,26 @@ def targets_met(results: Iterable[GroupResult]) -> dict[str, Any]:
     return out
 
 
-def report_dict(results: list[GroupResult]) -> dict[str, Any]:
+METHODS = {
+    "point": ("leave-one-out within each regime and build: each anchor's workload (random, its "
+              "ISL/OSL/concurrency) replayed with the calibrated oracle built from the other "
+              "anchors of its group"),
+    "shape": ("leave-one-shape-out within each regime: each anchor's workload replayed with the "
+              "calibrated oracle built from its regime's anchors at other ISL/OSL, its own build "
+              "preferred"),
+}
+
+
+def report_dict(results: list[GroupResult], hold_out: str = "point") -> dict[str, Any]:
     all_preds = [p for g in results for p in g.predictions]
     return {
-        "method": ("leave-one-out within each regime and build: each anchor's workload "
-                   "(random, its ISL/OSL/concurrency) replayed with the calibrated oracle "
-                   "built from the other anchors of its group"),
+        "method": METHODS[hold_out],
+        "hold_out": hold_out,
         "overall": error_stats(all_preds),
         "overall_bracketed": error_stats(p for p in all_preds if p.bracketed),
         "overall_sweep_ends": error_stats(p for p in all_preds if not p.bracketed),
+        "overall_same_build": error_stats(p for p in all_preds if p.same_build),
+        "overall_cross_build": error_stats(p for p in all_preds if not p.same_build),
         "targets": targets_met(results),
         "groups": [{
             "group": g.key, "anchors": g.anchors, "skipped": g.skipped, "template": g.template,
@@ -410,7 +478,8 @@ def report_dict(results: list[GroupResult]) -> dict[str, Any]:
                 "anchor": p.anchor, "isl": p.isl, "osl": p.osl, "concurrency": p.concurrency,
                 "measured": p.measured, "predicted": p.predicted,
                 "error": {m: p.error(m) for m in METRICS},
-                "method": p.method, "bracketed": p.bracketed, "excluded": p.excluded,
+                "method": p.method, "bracketed": p.bracketed, "same_build": p.same_build,
+                "excluded": p.excluded,
                 "replay_requests": p.replay_requests, "wall_s": round(p.wall_s, 3),
             } for p in g.predictions],
         } for g in results],

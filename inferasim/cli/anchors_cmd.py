@@ -213,10 +213,21 @@ def _pct(value: float | None) -> str:
 @click.argument("folder", required=False, type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("-v", "--verbose", is_flag=True, help="Print every held-out anchor.")
-def validate_cmd(folder: Path | None, as_json: bool, verbose: bool) -> None:
+@click.option("--hold-out", type=click.Choice(["point", "shape"]), default="point",
+              show_default=True,
+              help="point: predict each anchor from the others of its regime and build. shape: "
+                   "from its regime's anchors at other ISL/OSL (its build preferred), as a "
+                   "projection to an unmeasured shape is.")
+@click.option("--date-as-build", is_flag=True,
+              help="Read each run date as one build where a record names no image or version "
+                   "(the InferenceMAX history rows).")
+def validate_cmd(folder: Path | None, as_json: bool, verbose: bool, hold_out: str,
+                 date_as_build: bool) -> None:
     """Leave-one-out within each regime and build: predict each anchor of FOLDER (default:
-    anchors/) from the others by replaying its workload with the calibrated oracle; print the
-    median and p90 absolute error of throughput per GPU, TPOT and TTFT per regime."""
+    anchors/; a folder or one anchor file) from the others by replaying its workload with the
+    calibrated oracle; print the median and p90 absolute error of throughput per GPU, TPOT and
+    TTFT per regime. With --hold-out shape, each anchor is predicted from its regime's anchors
+    at other ISL/OSL instead."""
     from inferasim.anchors.store import AnchorStore
     from inferasim.anchors.validate import (
         TARGETS,
@@ -230,13 +241,17 @@ def validate_cmd(folder: Path | None, as_json: bool, verbose: bool) -> None:
     store = AnchorStore.load(folder)
     if not len(store):
         raise ConfigError("no anchors to validate", file=str(folder))
-    results = validate_store(store, knobs=Knobs.from_env())
+    results = validate_store(store, knobs=Knobs.from_env(), hold_out=hold_out,
+                             date_as_build=date_as_build)
     if as_json:
-        click.echo(json.dumps(report_dict(results), indent=1, default=str))
+        click.echo(json.dumps(report_dict(results, hold_out), indent=1, default=str))
         return
-    click.echo("leave-one-out within each regime and build; abs error median / p90 "
-               "(predicted / measured - 1)")
-    click.echo(f"{'regime @ build':78} {'n':>3} {'tput/GPU':>15} {'TPOT':>15} {'TTFT':>15}")
+    by_shape = hold_out == "shape"
+    click.echo(("leave-one-shape-out within each regime" if by_shape else
+                "leave-one-out within each regime and build")
+               + "; abs error median / p90 (predicted / measured - 1)")
+    click.echo(f"{'regime' if by_shape else 'regime @ build':78} {'n':>3} {'tput/GPU':>15} "
+               f"{'TPOT':>15} {'TTFT':>15}")
     skipped = []
     for g in results:
         if g.skipped:
@@ -249,16 +264,22 @@ def validate_cmd(folder: Path | None, as_json: bool, verbose: bool) -> None:
         if verbose:
             for p in g.predictions:
                 errs = "  ".join(f"{m} {_pct(p.error(m))}" for m in ("tput_per_gpu", "tpot", "ttft"))
+                crossed = "" if p.same_build else ", from other builds"
                 click.echo(f"    c{p.concurrency} {p.isl}/{p.osl}: {errs}  "
-                           f"({p.method}, {p.replay_requests} requests, {p.wall_s:.2f} s)")
+                           f"({p.method}, {p.replay_requests} requests, {p.wall_s:.2f} s"
+                           f"{crossed})")
                 for metric, why in p.excluded.items():
                     click.echo(f"      {metric} not scored: {why}")
     preds = [p for g in results for p in g.predictions]
-    for label, subset in (("all", preds),
-                          ("  inside the sweep (ratio interpolated)", [p for p in preds
-                                                                       if p.bracketed]),
-                          ("  at its ends (trend extrapolated)", [p for p in preds
-                                                             if not p.bracketed])):
+    if by_shape:
+        splits = (("  calibrated by its own build at another shape",
+                   [p for p in preds if p.same_build]),
+                  ("  from other builds only (its build measured one shape)",
+                   [p for p in preds if not p.same_build]))
+    else:
+        splits = (("  inside the sweep (ratio interpolated)", [p for p in preds if p.bracketed]),
+                  ("  at its ends (trend extrapolated)", [p for p in preds if not p.bracketed]))
+    for label, subset in (("all", preds), *splits):
         st = error_stats(subset)
         cells = [f"{_pct(st[m]['median_abs']):>7}/{_pct(st[m]['p90_abs']):<7}"
                  for m in ("tput_per_gpu", "tpot", "ttft")]
