@@ -192,7 +192,7 @@ def test_unreadable_inputs_are_one_line_errors(tmp_path):
         (["run", "--set", "workload.format=mooncake", "--set", f"workload.trace={negative}"],
          "input_length >= 1"),
         (["run", "--set", "workload.format=mooncake", "--set", f"workload.trace={nan}"],
-         "finite timestamp"),
+         "timestamp must be a finite number"),
     ]
     for args, needle in cases:
         result = CliRunner().invoke(cli, args)

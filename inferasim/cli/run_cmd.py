@@ -47,7 +47,9 @@ def run(scenario, overrides, as_json, out_dir, out_format, **flags):
         click.echo(strict_json.dumps(summary))
     else:
         wl = resolved.workload
-        if wl.format == "mooncake" and not wl.mooncake_sessions:
+        if wl.format == "bailian" or (wl.format == "mooncake" and wl.mooncake_sessions):
+            load = "recorded sessions"
+        elif wl.format == "mooncake":
             load = "recorded arrivals"
         elif wl.rate is not None and wl.format in ("synthetic", "random"):
             load = f"{wl.rate:g} req/s"

@@ -17,7 +17,7 @@ def trace() -> None:
 
 @trace.command()
 @click.argument("file", type=click.Path(exists=True))
-@click.option("--format", "fmt", type=click.Choice(["agentx", "sessions", "mooncake"]),
+@click.option("--format", "fmt", type=click.Choice(["agentx", "sessions", "mooncake", "bailian"]),
               default=None, help="Trace format (default: detected from the first record).")
 @click.option("--json", "as_json", is_flag=True, help="Print the statistics as one JSON object.")
 def stats(file, fmt, as_json):

@@ -11,7 +11,7 @@ from inferasim.config.typed import above, at_least, between, choices
 from inferasim.cost.gpu import GpuSpec
 
 ENGINES = ("vllm", "sglang", "mori-sglang", "atom")
-WORKLOAD_FORMATS = ("synthetic", "random", "mooncake", "agentx", "sessions")
+WORKLOAD_FORMATS = ("synthetic", "random", "mooncake", "bailian", "agentx", "sessions")
 
 
 @attrs.frozen
@@ -210,7 +210,9 @@ class WorkloadSpec:
     max_requests: int | None = attrs.field(default=None, metadata=at_least(1))
     # Length-biased mean of resident tokens per session, when known (sizes admission checks).
     resident_tokens: int | None = attrs.field(default=None, metadata=at_least(1))
-    # Mooncake: replay implicit follow-up turns as closed-loop sessions instead of at their stamps.
+    # Mooncake without session_id: replay the implicit follow-up turns (a request extending an
+    # earlier one's prefix) as sessions instead of at their stamps. A trace with session_id
+    # (AIPerf's multi-turn rows) and a Bailian trace always replay as their sessions.
     mooncake_sessions: bool = False
     # Agentic lanes (formats agentx and sessions; docs/agentic.md). Which tree a lane draws
     # next: file order, a seeded permutation per pass, or uniform with replacement.

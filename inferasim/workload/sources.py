@@ -85,6 +85,10 @@ def workload_source(scenario: Scenario, rng: np.random.Generator) -> WorkloadSou
         from inferasim.workload.mooncake import mooncake_source
 
         return mooncake_source(scenario, rng)
+    if fmt == "bailian":
+        from inferasim.workload.bailian import bailian_source
+
+        return bailian_source(scenario, rng)
     if fmt in ("agentx", "sessions"):
         from inferasim.workload.agentx import agentx_source
 

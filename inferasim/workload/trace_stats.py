@@ -13,7 +13,7 @@ import numpy as np
 from inferasim.workload.lanes import TreeCorpus
 
 PCTS = (10, 50, 90, 99)
-FORMATS = ("agentx", "sessions", "mooncake")
+FORMATS = ("agentx", "sessions", "mooncake", "bailian")
 
 
 def _dist(values) -> dict[str, float]:
@@ -94,33 +94,30 @@ def corpus_stats(corpus: TreeCorpus) -> dict[str, Any]:
     return out
 
 
-def mooncake_stats(path: Path) -> dict[str, Any]:
-    from inferasim.workload.mooncake import (
-        MOONCAKE_BLOCK_TOKENS,
-        ideal_hit_rate,
-        load_mooncake,
-    )
+def stamped_stats(trace) -> dict[str, Any]:
+    """A recorded trace's statistics (Mooncake, Bailian). Sessions are the trace's own where it
+    names them, else its implicit follow-up chains (a request extending an earlier prefix);
+    think time is the recorded delay of turns timed by one."""
+    from inferasim.workload.stamped import ideal_hit_rate
 
-    trace = load_mooncake(path)
-    sessions, delays = set(), []
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt") as fh:
-        for line in fh:
-            if line.strip():
-                rec = json.loads(line)
-                sessions.add(rec.get("session_id", len(sessions)))
-                if rec.get("delay") is not None:
-                    delays.append(float(rec["delay"]) / 1000.0)
-    gaps = np.diff(trace.times_s) if len(trace) > 1 else np.empty(0)
+    n = len(trace)
+    root = np.arange(n)
+    for i in range(n):  # a parent comes before its child in the trace's order
+        if trace.parent[i] >= 0:
+            root[i] = root[int(trace.parent[i])]
+    per_session = np.bincount(root, minlength=n)
+    stamps = trace.times_s[np.isfinite(trace.times_s)]
+    gaps = np.diff(stamps) if stamps.size > 1 else np.empty(0)
     return {
-        "requests": len(trace),
-        "sessions": len(sessions),
-        "block_tokens": [MOONCAKE_BLOCK_TOKENS],
+        "requests": n,
+        "sessions": int((trace.parent < 0).sum()),
+        "block_tokens": [trace.block_tokens],
+        "requests_per_session": _dist(per_session[per_session > 0]),
         "input_tokens": _dist(trace.input_tokens),
         "output_tokens": _dist(trace.output_tokens),
-        "think_s": _dist(delays),
+        "think_s": _dist(trace.delays_s),
         "interarrival_s": _dist(gaps),
-        "span_s": float(trace.times_s[-1] - trace.times_s[0]) if len(trace) else 0.0,
+        "span_s": trace.span_s - float(np.min(trace.order_s)) if n else 0.0,
         "ideal_prefix_reuse": float(ideal_hit_rate(trace)),
     }
 
@@ -139,6 +136,8 @@ def detect_format(path: Path) -> str:
             except json.JSONDecodeError:
                 break
             if isinstance(rec, dict):
+                if "chat_id" in rec:
+                    return "bailian"
                 if "turns" in rec:
                     return "sessions"
                 if "requests" in rec:
@@ -155,7 +154,13 @@ def trace_stats(path: str | Path, fmt: str | None = None) -> dict[str, Any]:
     path = Path(path)
     fmt = fmt or detect_format(path)
     if fmt == "mooncake":
-        stats = mooncake_stats(path)
+        from inferasim.workload.mooncake import load_mooncake
+
+        stats = stamped_stats(load_mooncake(path))
+    elif fmt == "bailian":
+        from inferasim.workload.bailian import load_bailian
+
+        stats = stamped_stats(load_bailian(path))
     elif fmt == "agentx":
         from inferasim.workload.agentx import load_agentx
 
