@@ -283,7 +283,7 @@ def _stalled(conc: int, itl: float, tpot: float, ttft: float, osl: int = 1024) -
 
 def test_decode_stalls_price_an_engine_overhead_per_prefilling_step(scenario):
     # mean TPOT above median ITL: every other client's prompt held the decodes up
-    records = [_stalled(16, 0.020, 0.024, 0.20), _stalled(64, 0.030, 0.038, 0.25)]
+    records = [_stalled(16, 0.020, 0.024, 0.30), _stalled(64, 0.030, 0.038, 0.35)]
     target = attrs.evolve(scenario, workload=attrs.evolve(scenario.workload, osl=1024))
     oracle = CalibratedOracle(target, AnchorStore(records))
     lone = _lone_prefill(oracle, ISL)
@@ -313,9 +313,23 @@ def test_decode_stalls_price_an_engine_overhead_per_prefilling_step(scenario):
         assert oracle.step_seconds(batch) == pytest.approx(oracle.step(batch).seconds, rel=1e-12)
     # the stall was engine time: the TTFT left outside the engine shrinks by it
     plain = CalibratedOracle(target, AnchorStore(
-        [_stalled(16, 0.020, 0.0201, 0.20), _stalled(64, 0.030, 0.0301, 0.25)]))
+        [_stalled(16, 0.020, 0.0201, 0.30), _stalled(64, 0.030, 0.0301, 0.35)]))
     assert plain.prefill_step_overhead_s == 0.0  # a gap under STALL_MIN_SHARE is not read
     assert oracle.frontend_latency(16) < plain.frontend_latency(16) - 0.5 * expected
+
+
+def test_a_stall_reading_past_the_ttft_is_held_to_it(scenario):
+    """The prefill step's engine time is at most the measured TTFT less the wait for the step
+    in flight: a request's first token comes out of its own prefill step. A stall reading
+    above that (the ITL distribution's skew read as stall) is held to it."""
+    records = [_stalled(16, 0.020, 0.024, 0.07), _stalled(64, 0.030, 0.038, 0.08)]
+    target = attrs.evolve(scenario, workload=attrs.evolve(scenario.workload, osl=1024))
+    oracle = CalibratedOracle(target, AnchorStore(records))
+    row = min(oracle.prefill_points, key=lambda r: r.clients)
+    ceiling = row.ttft - row.wait - oracle.prefill_slope * row.prefill
+    assert 0 < ceiling < 0.05  # the readings give more (above)
+    assert oracle.prefill_step_overhead_s == pytest.approx(ceiling, rel=1e-9)
+    assert oracle.frontend_latency(16) == pytest.approx(0.0, abs=1e-9)
 
 
 def test_a_coalesced_stream_gives_no_stall_reading(scenario):

@@ -258,9 +258,13 @@ class CalibratedOracle:
         if self._stall_points:
             # the stall beyond the analytic prefill is engine time per prefill step: it leaves
             # the latency and enters every prefilling step
-            self.prefill_step_overhead_s = float(np.median(
-                [max(0.0, stall - self.prefill_slope * prefill)
-                 for _, stall, prefill in self._stall_points]))
+            read = float(np.median([max(0.0, stall - self.prefill_slope * prefill)
+                                    for _, stall, prefill in self._stall_points]))
+            # A request's first token comes out of its prefill step, so that step's engine
+            # time cannot exceed the measured TTFT less the wait for the step in flight.
+            ceiling = min(max(0.0, r.ttft - r.wait - self.prefill_slope * r.prefill)
+                          for r in rows)
+            self.prefill_step_overhead_s = min(read, ceiling)
             self.frontend_latency_s = _latency_at(rows, self.prefill_slope,
                                                   self.prefill_step_overhead_s)
         # The latency by load: every closed-loop anchor's TTFT beyond the model, per concurrency.
