@@ -332,6 +332,22 @@ def test_a_stall_reading_past_the_ttft_is_held_to_it(scenario):
     assert oracle.frontend_latency(16) == pytest.approx(0.0, abs=1e-9)
 
 
+def test_a_median_tpot_gives_the_stall_reading_too(scenario):
+    """The InferenceMAX history records TPOT by its median over requests only: each request's
+    TPOT counts the stalls it sat through, so the median reads them as the mean does."""
+    def median_only(conc, itl, tpot, ttft):
+        rec = _stalled(conc, itl, tpot, ttft)
+        return attrs.evolve(rec, measurements=attrs.evolve(rec.measurements, tpot_mean_s=None,
+                                                           tpot_median_s=tpot))
+    target = attrs.evolve(scenario, workload=attrs.evolve(scenario.workload, osl=1024))
+    means = CalibratedOracle(target, AnchorStore(
+        [_stalled(16, 0.020, 0.024, 0.30), _stalled(64, 0.030, 0.038, 0.35)]))
+    medians = CalibratedOracle(target, AnchorStore(
+        [median_only(16, 0.020, 0.024, 0.30), median_only(64, 0.030, 0.038, 0.35)]))
+    assert medians.prefill_step_overhead_s > 0.05
+    assert medians.prefill_step_overhead_s == pytest.approx(means.prefill_step_overhead_s)
+
+
 def test_a_coalesced_stream_gives_no_stall_reading(scenario):
     # median ITL far above mean TPOT: tokens arrive in chunks, the ITL is not the step
     records = [_stalled(16, 0.080, 0.024, 0.20), _stalled(64, 0.120, 0.038, 0.25)]

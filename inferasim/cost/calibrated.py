@@ -296,13 +296,16 @@ class CalibratedOracle:
             m, w = record.measurements, record.workload
             _, basis = record.decode_step
             conc = int(w.concurrency or 0)
-            if (basis != "median_itl" or not m.tpot_mean_s or not m.itl_median_s or conc < 2
+            # a request's TPOT counts the stalls it sat through, its mean or its median over
+            # the requests alike (the InferenceMAX history records only the median)
+            tpot = m.tpot_mean_s or m.tpot_median_s
+            if (basis != "median_itl" or not tpot or not m.itl_median_s or conc < 2
                     or record.ttft_s is None or w.osl < 2):
                 continue
-            gap = m.tpot_mean_s - m.itl_median_s
-            if gap < STALL_MIN_SHARE * m.tpot_mean_s:
+            gap = tpot - m.itl_median_s
+            if gap < STALL_MIN_SHARE * tpot:
                 continue
-            stall = gap * (w.osl - 1) / _arrivals_during_decode(record, m.tpot_mean_s)
+            stall = gap * (w.osl - 1) / _arrivals_during_decode(record, tpot)
             out.append((float(w.isl), stall, self._lone_prefill(record)))
         return out
 
