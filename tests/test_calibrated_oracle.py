@@ -14,15 +14,13 @@ from inferasim.anchors.record import AnchorRecord
 from inferasim.anchors.store import AnchorStore
 from inferasim.config.catalog import REPO_ROOT
 from inferasim.config.loader import load_scenario
-from inferasim.cost.calibrated import (
+from inferasim.cost.calibrated import CalibratedOracle, _analytic_prefill_seconds, oracle_for
+from inferasim.cost.oracle import AnalyticOracle, StepBatch
+from inferasim.cost.ttft_model import (
     LATENCY_EXPONENT_MAX,
     LATENCY_LOAD_EXPONENT,
-    CalibratedOracle,
-    _analytic_prefill_seconds,
     closed_loop_sojourn,
-    oracle_for,
 )
-from inferasim.cost.oracle import AnalyticOracle, StepBatch
 from inferasim.serve.simulation import simulate
 
 SCENARIO = REPO_ROOT / "scenarios" / "inferencemax" / "dsr1-mi355x-sglang-fp8-tp8.yaml"
@@ -75,7 +73,7 @@ def test_transport_ratio_is_measured_at_the_anchors_own_point(scenario, store):
     # carried on (not flat), bounded to a factor EXTRAPOLATION_LIMIT of the end ratio
     r4, r16, r64 = (oracle.decode_ratio(c) for c in (4, 16, 64))
     assert min(r4, r16) <= oracle.decode_ratio(8) <= max(r4, r16)
-    from inferasim.cost.calibrated import EXTRAPOLATION_LIMIT
+    from inferasim.cost.ratio_table import EXTRAPOLATION_LIMIT
 
     for far, end, near in ((1, r4, r16), (512, r64, r16)):
         got = oracle.decode_ratio(far)
@@ -507,7 +505,7 @@ def test_trend_past_the_sweep_is_held_flat_between_anchors_of_different_context(
     """Two anchors at 1k/1k and 1k/8k differ in batch and in context: their ratio trend
     carries both, so past the sweep the end ratio is held, not extrapolated; anchors at one
     shape carry their trend."""
-    from inferasim.cost.calibrated import TREND_CONTEXT_SPAN
+    from inferasim.cost.ratio_table import TREND_CONTEXT_SPAN
 
     def ratios(shapes):
         store = AnchorStore([record(c, s, isl=isl, osl=osl) for c, s, isl, osl in shapes])
@@ -549,7 +547,8 @@ def test_one_concurrency_holds_the_ratio_but_a_speculative_target_carries_the_mt
     """Anchors at a single concurrency give no trend: a plain target holds their ratio at every
     batch, an MTP target carries SPEC_RATIO_BATCH_EXPONENT (every measured MTP sweep's ratio
     grows with the batch), bounded like any carried trend."""
-    from inferasim.cost.calibrated import EXTRAPOLATION_LIMIT, SPEC_RATIO_BATCH_EXPONENT
+    from inferasim.cost.calibrated import SPEC_RATIO_BATCH_EXPONENT
+    from inferasim.cost.ratio_table import EXTRAPOLATION_LIMIT
 
     plain = CalibratedOracle(scenario, AnchorStore([record(16, 0.015)]))
     assert plain.decode_ratio(64) == pytest.approx(plain.decode_ratio(16), rel=1e-12)

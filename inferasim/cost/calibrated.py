@@ -48,7 +48,7 @@ bare forward pass (design.md, behaviour.md 3 "Transport by the whole step").
   time; priced as engine time whole it would stall the decodes by more than the measured TPOT
   allows. The decode stalls (above) say how much of it is engine time where the rows show
   them: on the AMD rows, most of it. Past the measured loads the latency follows a power law
-  in concurrency (``_latency_at_load``).
+  in concurrency (``latency_at_load``).
 - A mixed step is ``r_decode x D + r_prefill x (T - D)``: ``T`` the target's whole analytic
   step, ``D`` the same step without its prefill chunks.
 
@@ -68,6 +68,8 @@ import numpy as np
 from inferasim.config.knobs import Knobs
 from inferasim.config.scenario import ParallelSpec, Scenario
 from inferasim.cost.oracle import AnalyticOracle, StepBatch, StepCost
+from inferasim.cost.ratio_table import extrapolation, ratio_at
+from inferasim.cost.ttft_model import TtftRow, fit_ttft, latency_at, latency_at_load
 
 _EMPTY = np.zeros(0, dtype=np.float64)
 
@@ -109,7 +111,7 @@ class CalibratedOracle:
         self._notes: list[str] = []
         self.points: list[AnchorPoint] = []
         # the lowest-concurrency anchor's TTFT per ISL the prefill fit read
-        self.prefill_points: list[_TtftRow] = []
+        self.prefill_points: list[TtftRow] = []
         self.prefill_slope = 1.0
         # Engine seconds every step that prefills pays on top of the transported analytic
         # step, read from the decode stalls the anchors measured (``_prefill_stalls``).
@@ -245,7 +247,7 @@ class CalibratedOracle:
             old = best.get(w.isl)
             if old is None or conc < (old.workload.concurrency or math.inf):
                 best[w.isl] = record
-        rows = []   # _TtftRow per ISL
+        rows = []   # TtftRow per ISL
         for _isl, record in sorted(best.items()):
             row = self._ttft_row(record)
             if row.prefill > 0:
@@ -253,7 +255,7 @@ class CalibratedOracle:
         if not rows:
             return
         self.prefill_points = rows
-        self.prefill_slope, self.frontend_latency_s = _fit_ttft(rows, fit_slope)
+        self.prefill_slope, self.frontend_latency_s = fit_ttft(rows, fit_slope)
         self._stall_points = self._prefill_stalls(usable)
         if self._stall_points:
             # the stall beyond the analytic prefill is engine time per prefill step: it leaves
@@ -265,7 +267,7 @@ class CalibratedOracle:
             ceiling = min(max(0.0, r.ttft - r.wait - self.prefill_slope * r.prefill)
                           for r in rows)
             self.prefill_step_overhead_s = min(read, ceiling)
-            self.frontend_latency_s = _latency_at(rows, self.prefill_slope,
+            self.frontend_latency_s = latency_at(rows, self.prefill_slope,
                                                   self.prefill_step_overhead_s)
         # The latency by load: every closed-loop anchor's TTFT beyond the model, per concurrency.
         # A frontend serving more streams answers each later (tokenisation, detokenisation and
@@ -315,7 +317,7 @@ class CalibratedOracle:
         limit = record.regime.max_num_seqs or self.scenario.engine.max_num_seqs
         return int(limit) * oracle.scenario.parallel.dp_attention
 
-    def _ttft_row(self, record) -> _TtftRow:
+    def _ttft_row(self, record) -> TtftRow:
         """An anchor's TTFT with the parts the model explains: its analytic lone prefill, the
         wait behind the decode step in flight and for the scheduler's next read of new
         requests, the closed loop its prompts queue in, and the wait for a running slot when
@@ -342,7 +344,7 @@ class CalibratedOracle:
             # every slot turns over once per decode; each client's round then takes
             # clients / slots of them, and the rest of it is spent waiting for a slot
             slot_wait = decode_s * (clients / slots - 1.0)
-        return _TtftRow(float(isl), float(record.ttft_s), prefill, wait + slot_wait, clients,
+        return TtftRow(float(isl), float(record.ttft_s), prefill, wait + slot_wait, clients,
                         decode_s)
 
     @property
@@ -353,7 +355,7 @@ class CalibratedOracle:
     def frontend_latency(self, in_flight: int) -> float:
         """Seconds a request spends outside the engine with ``in_flight`` requests (itself
         included) open: the anchors' latency interpolated in log concurrency; past the
-        measured loads a power law in concurrency (``_latency_at_load``); 0 when no anchor
+        measured loads a power law in concurrency (``latency_at_load``); 0 when no anchor
         gave a TTFT.
 
         It is carried to a target ISL the probe does not cover: it is time per request, not
@@ -367,7 +369,7 @@ class CalibratedOracle:
         n = max(1, int(in_flight))
         value = self._latency_memo.get(n)
         if value is None:
-            value = self._latency_memo[n] = _latency_at_load(math.log(n), *self._latency_table)
+            value = self._latency_memo[n] = latency_at_load(math.log(n), *self._latency_table)
         return value
 
     # -- ratios ---------------------------------------------------------------------------
@@ -395,7 +397,7 @@ class CalibratedOracle:
         key = (n, width)
         r = self._ratio_cache.get(key)
         if r is None:
-            r = _ratio_at(math.log(n), *self._table(width), prior_slope=self._prior_slope)
+            r = ratio_at(math.log(n), *self._table(width), prior_slope=self._prior_slope)
             self._ratio_cache[key] = r
         return r
 
@@ -514,7 +516,7 @@ class CalibratedOracle:
             notes.append("prefill and TTFT stay analytic: no prefill curve was fitted")
         used = [p.id for p in self.points]
         lo, hi = min(table), max(table)
-        ends = _extrapolation(log_ctx, self._prior_slope)
+        ends = extrapolation(log_ctx, self._prior_slope)
         carried = ""
         if self._frontend_modelled and not self._prefill_calibrated:
             isls = ", ".join(str(int(r.isl)) for r in self.prefill_points)
@@ -566,181 +568,16 @@ class CalibratedOracle:
 # per verify step falling with load (mean ITL over mean TPOT stays flat, 2.41 to 2.35 from c16
 # to c64 on MI355X SGLang) but a verify step that grows faster than the analytic one, which is
 # not modelled, so the pooled trend is carried where an MTP target's anchors give none
-# (``_ratio_at``), instead of holding the ratio flat (docs/anchors.md: leave-one-out TPOT p90
+# (``ratio_at``), instead of holding the ratio flat (docs/anchors.md: leave-one-out TPOT p90
 # 17.6% -> 13.1%).
 SPEC_RATIO_BATCH_EXPONENT = 0.2
 
-# A trend carried past the measured sweep may change the end ratio by at most this factor.
-EXTRAPOLATION_LIMIT = 1.5
-# A trend is carried past the sweep only between anchors whose decode contexts are within this
-# factor of each other: the shipped groups that mix 1k/1k with 1k/8k rows (contexts about
-# 1.5k and 5k) extrapolated their cross-shape trend to 18-36% TPOT errors (docs/anchors.md).
-TREND_CONTEXT_SPAN = 2.0
 # A decode stall (mean TPOT over median ITL) below this share of TPOT is not read as prefill
 # time: the ITL distribution's own skew puts the median that far below the mean.
 STALL_MIN_SHARE = 0.05
-# The fitted prefill slope (measured over analytic engine time) is kept within these bounds: a
-# fit outside them says more about the probe's noise than about the prefill.
-PREFILL_SLOPE_LIMITS = (0.25, 8.0)
-
-
-@attrs.frozen
-class _TtftRow:
-    """One anchor's TTFT as the prefill fit reads it."""
-
-    isl: float
-    ttft: float
-    prefill: float      # analytic lone prefill, in the engine's chunks
-    wait: float         # the step in flight, the receive interval's read, a running slot
-    clients: int        # closed-loop concurrency
-    decode_s: float     # a request's decode phase: (OSL - 1) x measured TPOT (inf: unknown)
-
-    def sojourn(self, slope: float, latency: float, overhead: float = 0.0) -> float:
-        return closed_loop_sojourn(slope * self.prefill + overhead, self.clients,
-                                   latency + self.decode_s)
-
-    def queue(self, slope: float, latency: float, overhead: float = 0.0) -> float:
-        return self.sojourn(slope, latency, overhead) - slope * self.prefill - overhead
-
-    def excess(self, slope: float, latency: float, overhead: float = 0.0) -> float:
-        """The TTFT the model does not explain: time outside the engine."""
-        return self.ttft - self.wait - self.sojourn(slope, latency, overhead)
-
-
-def closed_loop_sojourn(service: float, clients: int, away: float) -> float:
-    """A prompt's time from reaching the engine to its first token when ``clients`` closed-loop
-    clients each spend ``away`` seconds elsewhere (decoding, the frontend) between prompts and
-    ``service`` seconds of engine prefill, served one prompt at a time: mean value analysis
-    of that two-station closed network (exact for exponential service, a little high for
-    fixed). The population bounds the queue, which an open-queue formula would not."""
-    if clients <= 1 or service <= 0 or not math.isfinite(away):
-        return service
-    queue = 0.0
-    sojourn = service
-    for n in range(1, clients + 1):
-        sojourn = service * (1.0 + queue)
-        queue = n * sojourn / (sojourn + away)
-    return sojourn
-
-
-# Log-spaced slopes the fit scans before refining the best one (golden section).
-_SLOPE_GRID = 64
-_GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
-
-
-def _fit_ttft(rows: list[_TtftRow], fit_slope: bool = True) -> tuple[float, float]:
-    """(slope, latency) minimising the squared misfit of ``TTFT - wait = latency +
-    sojourn(slope x prefill)`` over the rows (latency >= 0, slope within
-    PREFILL_SLOPE_LIMITS); below three ISLs, or without ``fit_slope``, the slope is 1 (one
-    point cannot split the two)."""
-    lo, hi = PREFILL_SLOPE_LIMITS
-    spread = max(r.prefill for r in rows) - min(r.prefill for r in rows)
-    if not fit_slope or len(rows) < 3 or spread <= 0:
-        return 1.0, _latency_at(rows, 1.0)
-
-    def misfit(log_slope: float) -> float:
-        slope = math.exp(log_slope)
-        latency = _latency_at(rows, slope)
-        return sum((r.excess(slope, latency) - latency) ** 2 for r in rows)
-
-    grid = np.linspace(math.log(lo), math.log(hi), _SLOPE_GRID)
-    costs = [misfit(float(x)) for x in grid]
-    i = int(np.argmin(costs))
-    a, b = float(grid[max(0, i - 1)]), float(grid[min(len(grid) - 1, i + 1)])
-    for _ in range(40):  # golden section within the best grid cell's neighbours
-        c, d = b - _GOLDEN * (b - a), a + _GOLDEN * (b - a)
-        if misfit(c) <= misfit(d):
-            b = d
-        else:
-            a = c
-    slope = math.exp((a + b) / 2.0)
-    return slope, _latency_at(rows, slope)
-
-
-def _latency_at(rows: list[_TtftRow], slope: float, overhead: float = 0.0) -> float:
-    """The latency that best fits the rows at ``slope`` (>= 0). It also lengthens each
-    client's time away, so it is found by a few fixed-point passes."""
-    latency = 0.0
-    for _ in range(4):
-        latency = max(0.0, float(np.mean([r.excess(slope, latency, overhead) for r in rows])))
-    return latency
-
-
-# Past the measured loads the frontend latency follows latency ~ concurrency^k: k is the end
-# segment's own exponent (clipped to 0..LATENCY_EXPONENT_MAX) or, with one measured load,
-# LATENCY_LOAD_EXPONENT, the median log-log slope of the shipped InferenceMAX groups' latency
-# tables (26 groups, 0.04-0.54 but for one broken row; docs/anchors.md). With SGLang's receive
-# wait taken out of the B200 rows that median is 0.13; 0.17 is kept, as 0.13 predicted the
-# leave-one-out TTFT worse (p90 28.9% against 23.3%). Held flat, one anchor at c512 (3 s of
-# TTFT) put 3 s on every request of a c4 replay.
-LATENCY_LOAD_EXPONENT = 0.17
-LATENCY_EXPONENT_MAX = 0.5
-
-
-def _latency_at_load(x: float, logc: np.ndarray, lat: np.ndarray) -> float:
-    """The frontend latency at log concurrency ``x``: interpolated inside the measured loads,
-    a power law past them (see LATENCY_LOAD_EXPONENT)."""
-    if logc.size > 1 and logc[0] <= x <= logc[-1]:
-        return float(np.interp(x, logc, lat))
-    i, j = (0, 1) if x < logc[0] else (-2, -1)
-    end = lat[i] if x < logc[0] else lat[j]
-    exponent = LATENCY_LOAD_EXPONENT
-    if logc.size > 1:
-        exponent = 0.0
-        if lat[i] > 0 and lat[j] > 0:
-            exponent = math.log(lat[j] / lat[i]) / (logc[j] - logc[i])
-        exponent = min(max(exponent, 0.0), LATENCY_EXPONENT_MAX)
-    return float(end * math.exp(exponent * (x - (logc[i] if x < logc[0] else logc[j]))))
-
-
 def _decode_part(batch: StepBatch) -> StepBatch:
     """A mixed step's decodes alone: the part the decode ratio transports."""
     return StepBatch(decode_context=batch.decode_context, width=batch.width)
-
-
-def _trend_held(log_ctx: np.ndarray, i: int, j: int) -> bool:
-    """The end segment between anchors ``i`` and ``j`` ran at contexts more than
-    TREND_CONTEXT_SPAN apart: its trend mixes batch and context, so it is not carried."""
-    return abs(log_ctx[j] - log_ctx[i]) > math.log(TREND_CONTEXT_SPAN)
-
-
-def _extrapolation(log_ctx: np.ndarray, prior_slope: float = 0.0) -> str:
-    """How the ratio is carried past each end of the sweep (see ``_ratio_at``)."""
-    rule = f"carried as batch^{prior_slope:g}" if prior_slope else "held flat"
-    prior = f"{rule} (the speculative sweeps' shared trend)" if prior_slope else rule
-    if log_ctx.size < 2:
-        return f"one concurrency: the ratio is {prior} at every other batch"
-    low, high = (prior if _trend_held(log_ctx, i, j) else "trend carried, bounded"
-                 for i, j in ((0, 1), (-2, -1)))
-    how = f"{low} at both ends" if low == high else f"{low} below, {high} above"
-    if prior in how:
-        how += (f"; {rule} where the end anchors' contexts differ by more than "
-                f"{TREND_CONTEXT_SPAN:g}x")
-    return f"past the sweep: {how}"
-
-
-def _ratio_at(x: float, xs: np.ndarray, ratios: np.ndarray,
-              log_ctx: np.ndarray | None = None, prior_slope: float = 0.0) -> float:
-    """measured/analytic at log-batch ``x``: interpolated in log space inside the sweep;
-    outside it, the end segment's trend carried on (a predictor that goes flat past the
-    data is wrong in the direction the data was already moving), bounded to a factor of
-    EXTRAPOLATION_LIMIT of the end ratio. Where the anchors give no trend of their own (one
-    concurrency, or an end segment whose two anchors ran at contexts more than
-    TREND_CONTEXT_SPAN apart, ``log_ctx`` being their log mean context, so that their trend
-    mixes the batch's effect with the context's) ``prior_slope`` is carried instead: 0 holds
-    the end ratio flat."""
-    logr = np.log(ratios)
-    if xs.size > 1 and xs[0] <= x <= xs[-1]:
-        return float(np.exp(np.interp(x, xs, logr)))
-    i, j = (0, 1) if x < xs[0] else (-2, -1)
-    if xs.size == 1 or (log_ctx is not None and _trend_held(log_ctx, i, j)):
-        slope = prior_slope
-    else:
-        slope = (logr[j] - logr[i]) / (xs[j] - xs[i])
-    end = logr[i] if x < xs[0] else logr[j]
-    x_end = xs[i] if x < xs[0] else xs[j]
-    bound = math.log(EXTRAPOLATION_LIMIT)
-    return float(np.exp(end + float(np.clip(slope * (x - x_end), -bound, bound))))
 
 
 def _arrivals_during_decode(record, tpot: float) -> float:

@@ -1,0 +1,61 @@
+"""The measured/analytic decode ratio across concurrency: interpolated inside the anchors'
+sweep, its end trend carried (bounded) past it, or held where the anchors give no trend of
+their own (``inferasim.cost.calibrated`` explains the transport)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+# A trend carried past the measured sweep may change the end ratio by at most this factor.
+EXTRAPOLATION_LIMIT = 1.5
+# A trend is carried past the sweep only between anchors whose decode contexts are within this
+# factor of each other: the shipped groups that mix 1k/1k with 1k/8k rows (contexts about
+# 1.5k and 5k) extrapolated their cross-shape trend to 18-36% TPOT errors (docs/anchors.md).
+TREND_CONTEXT_SPAN = 2.0
+
+
+def trend_held(log_ctx: np.ndarray, i: int, j: int) -> bool:
+    """The end segment between anchors ``i`` and ``j`` ran at contexts more than
+    TREND_CONTEXT_SPAN apart: its trend mixes batch and context, so it is not carried."""
+    return abs(log_ctx[j] - log_ctx[i]) > math.log(TREND_CONTEXT_SPAN)
+
+
+def extrapolation(log_ctx: np.ndarray, prior_slope: float = 0.0) -> str:
+    """How the ratio is carried past each end of the sweep (see ``ratio_at``)."""
+    rule = f"carried as batch^{prior_slope:g}" if prior_slope else "held flat"
+    prior = f"{rule} (the speculative sweeps' shared trend)" if prior_slope else rule
+    if log_ctx.size < 2:
+        return f"one concurrency: the ratio is {prior} at every other batch"
+    low, high = (prior if trend_held(log_ctx, i, j) else "trend carried, bounded"
+                 for i, j in ((0, 1), (-2, -1)))
+    how = f"{low} at both ends" if low == high else f"{low} below, {high} above"
+    if prior in how:
+        how += (f"; {rule} where the end anchors' contexts differ by more than "
+                f"{TREND_CONTEXT_SPAN:g}x")
+    return f"past the sweep: {how}"
+
+
+def ratio_at(x: float, xs: np.ndarray, ratios: np.ndarray,
+              log_ctx: np.ndarray | None = None, prior_slope: float = 0.0) -> float:
+    """measured/analytic at log-batch ``x``: interpolated in log space inside the sweep;
+    outside it, the end segment's trend carried on (a predictor that goes flat past the
+    data is wrong in the direction the data was already moving), bounded to a factor of
+    EXTRAPOLATION_LIMIT of the end ratio. Where the anchors give no trend of their own (one
+    concurrency, or an end segment whose two anchors ran at contexts more than
+    TREND_CONTEXT_SPAN apart, ``log_ctx`` being their log mean context, so that their trend
+    mixes the batch's effect with the context's) ``prior_slope`` is carried instead: 0 holds
+    the end ratio flat."""
+    logr = np.log(ratios)
+    if xs.size > 1 and xs[0] <= x <= xs[-1]:
+        return float(np.exp(np.interp(x, xs, logr)))
+    i, j = (0, 1) if x < xs[0] else (-2, -1)
+    if xs.size == 1 or (log_ctx is not None and trend_held(log_ctx, i, j)):
+        slope = prior_slope
+    else:
+        slope = (logr[j] - logr[i]) / (xs[j] - xs[i])
+    end = logr[i] if x < xs[0] else logr[j]
+    x_end = xs[i] if x < xs[0] else xs[j]
+    bound = math.log(EXTRAPOLATION_LIMIT)
+    return float(np.exp(end + float(np.clip(slope * (x - x_end), -bound, bound))))

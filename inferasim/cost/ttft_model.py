@@ -1,0 +1,125 @@
+"""The TTFT model the calibrated oracle fits to its anchors: a prompt's first token is the time
+outside the engine (the frontend latency) plus its engine time (``slope x`` the analytic
+prefill, plus any fixed engine cost per prefilling step) plus its queueing behind the other
+clients' prompts in a closed loop, plus the wait for the step in flight
+(``inferasim.cost.calibrated`` explains the reading; docs/anchors.md the evidence)."""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+import numpy as np
+
+# The fitted prefill slope (measured over analytic engine time) is kept within these bounds: a
+# fit outside them says more about the probe's noise than about the prefill.
+PREFILL_SLOPE_LIMITS = (0.25, 8.0)
+
+
+@attrs.frozen
+class TtftRow:
+    """One anchor's TTFT as the prefill fit reads it."""
+
+    isl: float
+    ttft: float
+    prefill: float      # analytic lone prefill, in the engine's chunks
+    wait: float         # the step in flight, the receive interval's read, a running slot
+    clients: int        # closed-loop concurrency
+    decode_s: float     # a request's decode phase: (OSL - 1) x measured TPOT (inf: unknown)
+
+    def sojourn(self, slope: float, latency: float, overhead: float = 0.0) -> float:
+        return closed_loop_sojourn(slope * self.prefill + overhead, self.clients,
+                                   latency + self.decode_s)
+
+    def queue(self, slope: float, latency: float, overhead: float = 0.0) -> float:
+        return self.sojourn(slope, latency, overhead) - slope * self.prefill - overhead
+
+    def excess(self, slope: float, latency: float, overhead: float = 0.0) -> float:
+        """The TTFT the model does not explain: time outside the engine."""
+        return self.ttft - self.wait - self.sojourn(slope, latency, overhead)
+
+
+def closed_loop_sojourn(service: float, clients: int, away: float) -> float:
+    """A prompt's time from reaching the engine to its first token when ``clients`` closed-loop
+    clients each spend ``away`` seconds elsewhere (decoding, the frontend) between prompts and
+    ``service`` seconds of engine prefill, served one prompt at a time: mean value analysis
+    of that two-station closed network (exact for exponential service, a little high for
+    fixed). The population bounds the queue, which an open-queue formula would not."""
+    if clients <= 1 or service <= 0 or not math.isfinite(away):
+        return service
+    queue = 0.0
+    sojourn = service
+    for n in range(1, clients + 1):
+        sojourn = service * (1.0 + queue)
+        queue = n * sojourn / (sojourn + away)
+    return sojourn
+
+
+# Log-spaced slopes the fit scans before refining the best one (golden section).
+_SLOPE_GRID = 64
+_GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
+
+
+def fit_ttft(rows: list[TtftRow], fit_slope: bool = True) -> tuple[float, float]:
+    """(slope, latency) minimising the squared misfit of ``TTFT - wait = latency +
+    sojourn(slope x prefill)`` over the rows (latency >= 0, slope within
+    PREFILL_SLOPE_LIMITS); below three ISLs, or without ``fit_slope``, the slope is 1 (one
+    point cannot split the two)."""
+    lo, hi = PREFILL_SLOPE_LIMITS
+    spread = max(r.prefill for r in rows) - min(r.prefill for r in rows)
+    if not fit_slope or len(rows) < 3 or spread <= 0:
+        return 1.0, latency_at(rows, 1.0)
+
+    def misfit(log_slope: float) -> float:
+        slope = math.exp(log_slope)
+        latency = latency_at(rows, slope)
+        return sum((r.excess(slope, latency) - latency) ** 2 for r in rows)
+
+    grid = np.linspace(math.log(lo), math.log(hi), _SLOPE_GRID)
+    costs = [misfit(float(x)) for x in grid]
+    i = int(np.argmin(costs))
+    a, b = float(grid[max(0, i - 1)]), float(grid[min(len(grid) - 1, i + 1)])
+    for _ in range(40):  # golden section within the best grid cell's neighbours
+        c, d = b - _GOLDEN * (b - a), a + _GOLDEN * (b - a)
+        if misfit(c) <= misfit(d):
+            b = d
+        else:
+            a = c
+    slope = math.exp((a + b) / 2.0)
+    return slope, latency_at(rows, slope)
+
+
+def latency_at(rows: list[TtftRow], slope: float, overhead: float = 0.0) -> float:
+    """The latency that best fits the rows at ``slope`` (>= 0). It also lengthens each
+    client's time away, so it is found by a few fixed-point passes."""
+    latency = 0.0
+    for _ in range(4):
+        latency = max(0.0, float(np.mean([r.excess(slope, latency, overhead) for r in rows])))
+    return latency
+
+
+# Past the measured loads the frontend latency follows latency ~ concurrency^k: k is the end
+# segment's own exponent (clipped to 0..LATENCY_EXPONENT_MAX) or, with one measured load,
+# LATENCY_LOAD_EXPONENT, the median log-log slope of the shipped InferenceMAX groups' latency
+# tables (26 groups, 0.04-0.54 but for one broken row; docs/anchors.md). With SGLang's receive
+# wait taken out of the B200 rows that median is 0.13; 0.17 is kept, as 0.13 predicted the
+# leave-one-out TTFT worse (p90 28.9% against 23.3%). Held flat, one anchor at c512 (3 s of
+# TTFT) put 3 s on every request of a c4 replay.
+LATENCY_LOAD_EXPONENT = 0.17
+LATENCY_EXPONENT_MAX = 0.5
+
+
+def latency_at_load(x: float, logc: np.ndarray, lat: np.ndarray) -> float:
+    """The frontend latency at log concurrency ``x``: interpolated inside the measured loads,
+    a power law past them (see LATENCY_LOAD_EXPONENT)."""
+    if logc.size > 1 and logc[0] <= x <= logc[-1]:
+        return float(np.interp(x, logc, lat))
+    i, j = (0, 1) if x < logc[0] else (-2, -1)
+    end = lat[i] if x < logc[0] else lat[j]
+    exponent = LATENCY_LOAD_EXPONENT
+    if logc.size > 1:
+        exponent = 0.0
+        if lat[i] > 0 and lat[j] > 0:
+            exponent = math.log(lat[j] / lat[i]) / (logc[j] - logc[i])
+        exponent = min(max(exponent, 0.0), LATENCY_EXPONENT_MAX)
+    return float(end * math.exp(exponent * (x - (logc[i] if x < logc[0] else logc[j]))))
