@@ -82,6 +82,40 @@ def test_transport_ratio_is_measured_at_the_anchors_own_point(scenario, store):
             assert (got - end) * (end - near) >= 0
 
 
+def test_past_the_sweep_a_plain_trend_is_carried_only_where_it_raises_the_ratio():
+    """The measured/analytic ratio is U-shaped in the batch: a segment falling towards an end
+    is held there (plain decoding), a rising one is carried; speculative sweeps carry both."""
+    from inferasim.cost.ratio_table import EXTRAPOLATION_LIMIT, ratio_at
+
+    xs = np.log(np.array([4.0, 8.0, 16.0]))
+    falling = np.array([1.3, 1.1, 1.0])   # falls towards the high end
+    assert ratio_at(np.log(64.0), xs, falling, one_sided=True) == pytest.approx(1.0)
+    assert ratio_at(np.log(64.0), xs, falling) < 1.0
+    # towards the low end the same sweep rises: carried, bounded
+    low = ratio_at(np.log(1.0), xs, falling, one_sided=True)
+    assert 1.3 < low <= 1.3 * EXTRAPOLATION_LIMIT + 1e-12
+    assert low == pytest.approx(ratio_at(np.log(1.0), xs, falling))
+    rising = np.array([1.0, 1.1, 1.3])
+    assert ratio_at(np.log(1.0), xs, rising, one_sided=True) == pytest.approx(1.0)
+    assert ratio_at(np.log(64.0), xs, rising, one_sided=True) > 1.3
+
+
+def test_the_oracle_holds_only_plain_targets_one_sided(scenario):
+    store = AnchorStore([record(4, 0.0140), record(8, 0.0150)])  # ratio falls with the batch
+    plain = CalibratedOracle(scenario, store)
+    assert plain.decode_ratio(8) < plain.decode_ratio(4)
+    assert plain.decode_ratio(64) == pytest.approx(plain.decode_ratio(8), rel=1e-12)
+    assert plain.decode_ratio(1) > plain.decode_ratio(4)
+    assert "where it raises the ratio" in plain.calibration["note"]
+    mtp = attrs.evolve(scenario, speculative=attrs.evolve(scenario.speculative, method="mtp",
+                                                          draft_tokens=3))
+    spec_store = AnchorStore([attrs.evolve(r, regime=attrs.evolve(r.regime, spec_method="mtp"))
+                              for r in store])
+    spec = CalibratedOracle(mtp, spec_store)
+    assert spec.calibrated and "trend carried, bounded" in spec.calibration["note"]
+    assert "where it raises the ratio" not in spec.calibration["note"]
+
+
 def test_the_whole_step_is_transported_fixed_costs_included(scenario, store):
     oracle = CalibratedOracle(scenario, store)
     whole = oracle.analytic.step(StepBatch(decode_context=np.full(16, CTX)))

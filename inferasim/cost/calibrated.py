@@ -15,7 +15,8 @@ bare forward pass (design.md, behaviour.md 3 "Transport by the whole step").
   interpolated in log(concurrency) between the two nearest; past the ends of the measured sweep
   the end segment's trend is carried on, bounded to a factor EXTRAPOLATION_LIMIT of the end
   ratio (a predictor that goes flat outside the data errs in the direction the data was
-  already moving). Anchors at one concurrency share the geometric mean of their ratios. Where
+  already moving); without speculation only where it raises the ratio (the ratio is U-shaped
+  in the batch, so a falling end segment turns up past the sweep). Anchors at one concurrency share the geometric mean of their ratios. Where
   the anchors give no trend (one concurrency, or end anchors whose contexts differ by more than
   TREND_CONTEXT_SPAN) the ratio is held flat, except for a speculative target: every
   measured MTP sweep's ratio grows with the batch, and their pooled trend
@@ -105,6 +106,9 @@ class CalibratedOracle:
         # Where the anchors give no trend of their own, a speculative regime's ratio carries
         # the one every measured speculative sweep shows (SPEC_RATIO_BATCH_EXPONENT).
         self._prior_slope = SPEC_RATIO_BATCH_EXPONENT if spec.method != "none" else 0.0
+        # Without speculation a trend past the sweep is carried only where it raises the ratio
+        # (ratio_table.EXTRAPOLATION_LIMIT's note).
+        self._one_sided = spec.method == "none"
         self._oracles: dict[tuple, AnalyticOracle] = {}
         self._lone_prefills: dict[tuple, float] = {}
         self._ratio_cache: dict[tuple[int, int], float] = {}
@@ -397,7 +401,8 @@ class CalibratedOracle:
         key = (n, width)
         r = self._ratio_cache.get(key)
         if r is None:
-            r = ratio_at(math.log(n), *self._table(width), prior_slope=self._prior_slope)
+            r = ratio_at(math.log(n), *self._table(width), prior_slope=self._prior_slope,
+                         one_sided=self._one_sided)
             self._ratio_cache[key] = r
         return r
 
@@ -516,7 +521,7 @@ class CalibratedOracle:
             notes.append("prefill and TTFT stay analytic: no prefill curve was fitted")
         used = [p.id for p in self.points]
         lo, hi = min(table), max(table)
-        ends = extrapolation(log_ctx, self._prior_slope)
+        ends = extrapolation(log_ctx, self._prior_slope, self._one_sided)
         carried = ""
         if self._frontend_modelled and not self._prefill_calibrated:
             isls = ", ".join(str(int(r.isl)) for r in self.prefill_points)
