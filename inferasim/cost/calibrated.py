@@ -16,9 +16,10 @@ bare forward pass (design.md, behaviour.md 3 "Transport by the whole step").
   the end segment's trend is carried on, bounded to a factor EXTRAPOLATION_LIMIT of the end
   ratio (a predictor that goes flat outside the data errs in the direction the data was
   already moving); without speculation only where it raises the ratio (the ratio is U-shaped
-  in the batch, so a falling end segment turns up past the sweep). Anchors at one concurrency share the geometric mean of their ratios. Where
-  the anchors give no trend (one concurrency, or end anchors whose contexts differ by more than
-  TREND_CONTEXT_SPAN) the ratio is held flat, except for a speculative target: every
+  in the batch, so a falling end segment turns up past the sweep). Anchors at one
+  concurrency share the geometric mean of their ratios. Where the anchors give no trend (one
+  concurrency, or end anchors whose contexts differ by more than TREND_CONTEXT_SPAN) the
+  ratio is held flat, except for a speculative target: every
   measured MTP sweep's ratio grows with the batch, and their pooled trend
   (SPEC_RATIO_BATCH_EXPONENT) is carried.
 - The KV stream scales with the target's KV width: ``analytic(target)`` prices the target's own
@@ -272,7 +273,7 @@ class CalibratedOracle:
                           for r in rows)
             self.prefill_step_overhead_s = min(read, ceiling)
             self.frontend_latency_s = latency_at(rows, self.prefill_slope,
-                                                  self.prefill_step_overhead_s)
+                                                 self.prefill_step_overhead_s)
         # The latency by load: every closed-loop anchor's TTFT beyond the model, per concurrency.
         # A frontend serving more streams answers each later (tokenisation, detokenisation and
         # HTTP share a few host processes); the engine-side queueing the replay simulates is
@@ -349,7 +350,7 @@ class CalibratedOracle:
             # clients / slots of them, and the rest of it is spent waiting for a slot
             slot_wait = decode_s * (clients / slots - 1.0)
         return TtftRow(float(isl), float(record.ttft_s), prefill, wait + slot_wait, clients,
-                        decode_s)
+                       decode_s)
 
     @property
     def frontend_modelled(self) -> bool:
