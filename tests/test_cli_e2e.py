@@ -122,6 +122,15 @@ def test_run_table_prints_the_calibration_warnings():
     assert len(warned) == 1 and warned[0].lstrip().startswith("- decode:")
 
 
+def test_run_table_says_an_analytic_fallback_once():
+    # the fallback's reason is the calibration line itself; its notes repeat it (the store's
+    # shorter form too), and the table does not print it again under the line
+    result = CliRunner().invoke(cli, ["run", "--set", "workload.duration_s=20"])
+    assert result.exit_code == 0, result.output
+    said = [ln for ln in result.output.splitlines() if "no usable anchor" in ln]
+    assert len(said) == 1 and said[0].startswith("calibration")
+
+
 def test_summary_reports_the_percentiles_aiperf_does():
     # agentx.md: the published runs record mean / p75 / p90 / p95 of TTFT, TPOT and E2E.
     result = CliRunner().invoke(cli, ["run", "--json", "--set", "workload.duration_s=120"])

@@ -45,5 +45,7 @@ def summary_table(summary: dict[str, Any], title: str) -> str:
     lines.append(f"{'calibration':<{width}}  {cal.get('mode', '?')}: {cal.get('note', '')}")
     # The calibration's warnings (a sweep short of the asked batch, a crossed build, an
     # assumed KV dtype) are printed, not left to --json.
-    lines += [f"{'':<{width}}  - {note}" for note in cal.get("notes") or ()]
+    # (not the ones the line above already says: an analytic fallback's reason is both)
+    main = cal.get("note", "")
+    lines += [f"{'':<{width}}  - {note}" for note in cal.get("notes") or () if note not in main]
     return "\n".join(lines)
