@@ -266,3 +266,45 @@ def test_sglang_disaggregated_decode_runs_a_chunk_cache():
     prefill_engine, decode_engine = result.engines
     assert prefill_engine.kv.cache.cached_tokens > 0
     assert decode_engine.kv.cache.cached_tokens == 0  # nothing shared: each request its own
+
+
+def _preallocating_run(prealloc: bool, decode_pool: int):
+    """Eight clients on SGLang 1P1D whose decode pool holds a few of them at a time."""
+    return run("engine.name=sglang", "topology.kind=disaggregated", "workload.concurrency=8",
+               "workload.duration_s=120", "workload.synthetic.think_time_median_s=0.001",
+               "workload.synthetic.output_tokens_median=400", "workload.synthetic.output_sigma=0.01",
+               "workload.synthetic.first_prompt_tokens_median=3000",
+               "workload.synthetic.first_prompt_sigma=0.01",
+               f"topology.decode.engine={{kv_pool_tokens: {decode_pool}, "
+               f"disagg_decode_preallocates: {str(prealloc).lower()}}}")
+
+
+def test_sglang_decode_preallocates_before_the_prefill_admits():
+    # engines.md 6: SGLang's decode server allocates the prompt's KV (FIFO) before the
+    # prefill server admits the request, so a full decode pool holds requests ahead of their
+    # prefill; without it they prefill at once and wait for the decode pool after the transfer.
+    held, held_frame, _ = _preallocating_run(True, 16000)
+    ahead, ahead_frame, _ = _preallocating_run(False, 16000)
+    for frame in (held_frame, ahead_frame):
+        assert np.isfinite(frame.finish_s).sum() > 20
+    done_h = held_frame[np.isfinite(held_frame.finish_s)]
+    done_a = ahead_frame[np.isfinite(ahead_frame.finish_s)]
+    # where the decode side is the bottleneck the wait moves from after the transfer to
+    # before the prefill
+    assert done_h.decode_wait_s.mean() < 0.2 * done_a.decode_wait_s.mean()
+    assert done_h.queue_s.mean() > 3 * done_a.queue_s.mean()
+    # the run drains: every preallocation was taken up or given back, no page is left held
+    decode = held.engines[1]
+    assert not decode.running and not decode.prealloc_queue and decode._prealloc_held == 0
+    decode.kv.pool.check()
+    assert decode.kv.pool.private == 0
+
+
+def test_an_unpreallocatable_prompt_is_refused_with_the_reason():
+    result, frame, summary = run("engine.name=sglang", "topology.kind=disaggregated",
+                                 "workload.concurrency=2", "workload.duration_s=30",
+                                 "workload.synthetic.first_prompt_tokens_median=6000",
+                                 "workload.synthetic.first_prompt_sigma=0.01",
+                                 "topology.decode.engine={kv_pool_tokens: 4000}")
+    assert summary["requests_failed"] > 0
+    assert "decode pool holds" in summary["requests_failed_example"]

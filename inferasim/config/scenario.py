@@ -108,6 +108,13 @@ class EngineSpec:
     # A disaggregated decode instance's prefix cache when its pool does not set one (None:
     # prefix_caching). SGLang's PD decode servers run a chunk cache, no radix (<= 0.5.10).
     disagg_decode_prefix_caching: bool | None = None
+    # A disaggregated decode instance allocates each request's prompt KV before the prefill
+    # instance admits it (SGLang's DecodePreallocQueue, FIFO): while the decode pool is full,
+    # requests wait ahead of their prefill, not after it (engines.md 6).
+    disagg_decode_preallocates: bool = False
+    # The decode tokens that allocation keeps free per request the decode instance holds
+    # (SGLang's num_reserved_decode_tokens).
+    disagg_prealloc_reserved_tokens: int = attrs.field(default=512, metadata=at_least(0))
     dp_attention_splits_chunk: bool = False
     dp_attention_reserve_scale: float = attrs.field(default=1.0, metadata=above(0))
     reserve_output_on_admission: bool = False

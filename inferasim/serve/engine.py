@@ -84,6 +84,11 @@ class EngineInstance:
         self._recv_every = eng.scheduler_recv_interval
         self._recv_count = 0
         self.inbox: list[LiveRequest] = []
+        # Disaggregated decode: requests waiting for their prompt's pages before their
+        # prefill (FIFO), and how many hold pages here before their KV has arrived.
+        self.prealloc_queue: list[tuple[LiveRequest, simpy.Event]] = []
+        self._prealloc_held = 0
+        self._prealloc_keep = scenario.engine.disagg_prealloc_reserved_tokens
         self._idle = False
         self._cut_step: int | None = None   # the step a pending read cuts the macro-step at
         self._reserve_output = eng.reserve_output_on_admission
@@ -114,14 +119,47 @@ class EngineInstance:
         self.process = env.process(self._run()) if not driven else None
 
     # -- requests in and out ------------------------------------------------------------
-    def submit(self, req: LiveRequest) -> None:
-        req.instance = self.index
-        if self._recv_every > 1 and not self._idle:
-            self.inbox.append(req)
-            if self._in_macro:
-                self._cut_at_read()
-            return
-        self.waiting.append(req)
+    def preallocate(self, req: LiveRequest) -> simpy.Event:
+        """Queue ``req`` for its prompt's pages ahead of its prefill (SGLang PD decode); the
+        event fires when they are held, or with ``req.failed`` set when they never can be."""
+        done = self.env.event()
+        self.prealloc_queue.append((req, done))
+        self._poke()
+        return done
+
+    def release_prealloc(self, req: LiveRequest) -> None:
+        """A preallocated request that will not decode here (its prefill failed, or the
+        prefill's one token was the whole answer) gives its pages back."""
+        if req.preallocated and req.private:
+            self.kv.release(req)
+            self._prealloc_held -= 1
+            self._poke()
+
+    def _serve_preallocs(self) -> None:
+        """Preallocate from the head of the queue while the pool keeps, beside the prompt,
+        ``disagg_prealloc_reserved_tokens`` per request this instance holds and the sequence
+        limit has room (head-of-line, as SGLang's pop_preallocated)."""
+        queue = self.prealloc_queue
+        while queue:
+            req, done = queue[0]
+            held = len(self.running) + len(self.waiting) + len(self.inbox) + self._prealloc_held
+            if held >= self.max_num_seqs:
+                return
+            keep = self._prealloc_keep * (held + 1)
+            if not self.kv.preallocate(req, keep):
+                if held == 0:  # an empty instance cannot take it: it never will
+                    req.failed = (f"needs {req.spec.prompt_tokens} tokens of KV; the decode "
+                                  f"pool holds {self.kv.pool.capacity}")
+                    queue.pop(0)
+                    done.succeed()
+                    continue
+                return
+            queue.pop(0)
+            self._prealloc_held += 1
+            done.succeed()
+
+    def _poke(self) -> None:
+        """Have the scheduler look at its queues now: wake it, or cut its macro-step."""
         if self._group is not None:
             self._group.notify()
             return
@@ -130,6 +168,18 @@ class EngineInstance:
         if self._in_macro:
             self._in_macro = False
             self.process.interrupt("arrival")
+
+    def submit(self, req: LiveRequest) -> None:
+        req.instance = self.index
+        if req.preallocated and req.private:
+            self._prealloc_held -= 1  # now a waiting request like any other
+        if self._recv_every > 1 and not self._idle:
+            self.inbox.append(req)
+            if self._in_macro:
+                self._cut_at_read()
+            return
+        self.waiting.append(req)
+        self._poke()
 
     @property
     def load_score(self) -> int:
@@ -219,6 +269,8 @@ class EngineInstance:
     # -- the process ----------------------------------------------------------------------
     def form_step(self, now: float) -> Step | None:
         """The next step's batch, or None when the instance has nothing to do."""
+        if self.prealloc_queue:
+            self._serve_preallocs()
         while self.waiting or self.running:
             preempted_before = self.stats.preemptions
             step = self._schedule(self, now)

@@ -59,10 +59,27 @@ class KVManager:
         """Tokens an admission may use: free plus what eviction could free."""
         return self.pool.free + self.cache.evictable_tokens
 
+    def preallocate(self, req: LiveRequest, keep_free: float) -> bool:
+        """Allocate the whole prompt's pages ahead of its KV (a disaggregated decode instance's
+        preallocation) when ``keep_free`` tokens stay available beside them."""
+        pages = self.pages(req.spec.prompt_tokens)
+        if pages + keep_free > self.available or not self.cache.make_room(pages):
+            return False
+        self.cache.lock(self.cache.root)
+        self.pool.alloc_private(pages)
+        req.private, req.node, req.tree_tokens, req.computed = pages, self.cache.root, 0, 0
+        req.preallocated = True
+        return True
+
     def try_admit(self, req: LiveRequest, now: float, reserve: float = 0.0,
                   reserved_by_others: float = 0.0) -> bool:
         """Lock the cached prefix and allocate the uncached tail; False leaves no trace but
         the refreshed access time of the matched path (as a real match would)."""
+        if req.preallocated and req.private:
+            req.computed = req.target  # the transferred KV lands in the preallocated pages
+            if req.cached_first < 0:
+                req.cached_first = 0
+            return True
         if self.prefix_caching:
             match = self.cache.match_prefix(req.match_keys, now, self._matchable_blocks(req))
             node, hit = match.node, match.tokens

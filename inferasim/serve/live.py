@@ -39,6 +39,8 @@ class LiveRequest:
     instance: int = 0
     # Disaggregated serving: the prompt's KV arrives from a prefill instance.
     prefilled: bool = False
+    # Its prompt KV was allocated on the decode instance before its prefill (SGLang PD).
+    preallocated: bool = False
     prefill_admitted: float = NAN
     prefill_done: float = NAN
     transfer_done: float = NAN

@@ -43,9 +43,13 @@ class Router:
         return i
 
     def submit(self, req: LiveRequest) -> None:
+        self.choose(req).submit(req)
+
+    def choose(self, req: LiveRequest):
+        """The engine instance (or attention-DP rank) this request would be sent to now."""
         target = self.targets[0] if len(self.targets) == 1 else \
             self.targets[self._pick(self.targets, req)]
-        target.submit(req)
+        return target.choose(req) if isinstance(target, Router) else target
 
     @property
     def load_score(self) -> int:

@@ -100,11 +100,16 @@ class DisaggregatedFrontend:
     already resident and decodes the rest. The client reads the stream from the decode
     instance (SGLang's router, vLLM's proxy), so its first token arrives when the decode
     instance admits the request: TTFT = queue + prefill + KV transfer + decode admission
-    (engines.md 6)."""
+    (engines.md 6). Where the decode engine preallocates (SGLang), the request first waits on
+    the decode instance it is routed to for its prompt's pages, then goes to prefill: a full
+    decode pool holds requests ahead of their prefill, and the prefill does not run ahead of
+    the decode side."""
 
     def __init__(self, env: simpy.Environment, prefill: Router, decode: Router,
-                 kv_bytes_per_token: float, link_bytes_per_s: float, link_latency_s: float):
+                 kv_bytes_per_token: float, link_bytes_per_s: float, link_latency_s: float,
+                 decode_preallocates: bool = False):
         self.env = env
+        self.decode_preallocates = decode_preallocates
         self.prefill = prefill
         self.decode = decode
         self.kv_bytes_per_token = kv_bytes_per_token
@@ -119,6 +124,14 @@ class DisaggregatedFrontend:
 
     def _flow(self, req: LiveRequest):
         env = self.env
+        decoder = None
+        if self.decode_preallocates:
+            # the decode instance holds the prompt's pages before the prefill admits it
+            decoder = self.decode.choose(req)
+            yield decoder.preallocate(req)
+            if req.failed:
+                req.done.succeed(req)
+                return
         first = LiveRequest(req.rid, attrs.evolve(req.spec, output_tokens=1, finish_keys=None),
                             req.arrival,
                             env.event())
@@ -128,6 +141,9 @@ class DisaggregatedFrontend:
         req.prefill_done = first.first_token
         req.cached_first = first.cached_first
         req.preemptions += first.preemptions
+        if first.failed or req.spec.output_tokens <= 1:
+            if decoder is not None:
+                decoder.release_prealloc(req)
         if first.failed:
             req.failed = first.failed
             req.done.succeed(req)
@@ -142,7 +158,10 @@ class DisaggregatedFrontend:
         yield env.timeout(self.transfer_seconds(req.spec.prompt_tokens))
         req.transfer_done = env.now
         req.prefilled = True
-        self.decode.submit(req)
+        if decoder is not None:
+            decoder.submit(req)
+        else:
+            self.decode.submit(req)
 
 
 def build_topology(env: simpy.Environment, scenario: Scenario, knobs: Knobs, block_tokens: int,
@@ -166,6 +185,7 @@ def build_topology(env: simpy.Environment, scenario: Scenario, knobs: Knobs, blo
     kind = attention_for(scenario.model)
     kv_bytes = kind.kv_bytes_per_token(pre_sc.kv_dtype, attn_tp=1, dcp=1, latent_sharded=False)
     front = DisaggregatedFrontend(env, pre, dec, kv_bytes, topo.link_bandwidth_gbs * 1e9,
-                                  topo.link_latency_us * 1e-6)
+                                  topo.link_latency_us * 1e-6,
+                                  dec_sc.engine.disagg_decode_preallocates)
     return Topology(front, pre_eng + dec_eng, memory_plan(dec_sc).kv_pool_tokens,
                     scenario.model.max_context)
