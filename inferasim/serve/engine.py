@@ -124,7 +124,8 @@ class EngineInstance:
         event fires when they are held, or with ``req.failed`` set when they never can be."""
         done = self.env.event()
         self.prealloc_queue.append((req, done))
-        self._poke()
+        if len(self.prealloc_queue) == 1:  # behind a blocked head it cannot go first
+            self._poke()
         return done
 
     def release_prealloc(self, req: LiveRequest) -> None:

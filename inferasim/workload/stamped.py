@@ -48,6 +48,9 @@ class StampedTrace:
     output_tokens: np.ndarray
     hash_ids: list[np.ndarray]  # all ids of each request (the last block may be partial)
     parent: np.ndarray         # index of the turn each one follows, or -1
+    # Each row's stamp, or for a turn timed by its delay the previous turn's order time plus
+    # the delay (its send time were every turn served at once): rows are kept in this order.
+    order_s: np.ndarray
     block_tokens: int
     # The parents are the trace's own sessions (session_id, parent_chat_id), not inferred from
     # shared prefixes: such a trace is replayed as sessions.
@@ -61,15 +64,8 @@ class StampedTrace:
         return self.hash_ids[i][: int(self.input_tokens[i]) // self.block_tokens]
 
     @property
-    def order_s(self) -> np.ndarray:
-        """Each row's stamp, or for a turn timed by its delay the previous turn's order time
-        plus the delay (its send time were every turn served at once): rows are kept in this
-        order, and the last of it is the trace's span."""
-        return _order_times(self.times_s, self.delays_s, self.parent)
-
-    @property
     def span_s(self) -> float:
-        return float(np.max(self.order_s)) if len(self) else 0.0
+        return float(self.order_s[-1]) if len(self) else 0.0
 
 
 def _order_times(times: np.ndarray, delays: np.ndarray, parent: np.ndarray) -> np.ndarray:
@@ -90,14 +86,15 @@ def build_trace(times: Sequence[float], delays: Sequence[float], inputs: Sequenc
     times_a = np.asarray(times, dtype=np.float64)
     delays_a = np.asarray(delays, dtype=np.float64)
     parent_a = np.asarray(parent, dtype=np.int64)
-    order = np.argsort(_order_times(times_a, delays_a, parent_a), kind="stable")
+    order_times = _order_times(times_a, delays_a, parent_a)
+    order = np.argsort(order_times, kind="stable")
     new_index = np.empty_like(order)
     new_index[order] = np.arange(order.size)
     par = parent_a[order]
     par = np.where(par >= 0, new_index[np.maximum(par, 0)], -1)
     return StampedTrace(times_a[order], delays_a[order], np.asarray(inputs)[order],
                         np.maximum(np.asarray(outputs)[order], 1), [ids[i] for i in order],
-                        par, block_tokens, explicit_sessions)
+                        par, order_times[order], block_tokens, explicit_sessions)
 
 
 def ideal_hit_rate(trace: StampedTrace) -> float:
@@ -152,11 +149,12 @@ class StampedSource:
         finished; a turn timed by its delay, that long after the previous one finished."""
         t = self.trace
         finished: dict[int, object] = {}   # row -> event fired when its request finishes
-        finish_time: dict[int, float] = {}
         delayed_children: dict[int, list[int]] = {}
         for i in range(len(t)):
             if np.isnan(t.times_s[i]) and t.parent[i] >= 0:
                 delayed_children.setdefault(int(t.parent[i]), []).append(i)
+        # only a turn another follows is waited on
+        followed = set(int(p) for p in t.parent if p >= 0)
 
         def finished_event(i: int):
             if i not in finished:
@@ -168,8 +166,9 @@ class StampedSource:
                 return
             req = log.new(self._spec(i))
             submit(req)
+            if i not in followed:
+                return
             yield req.done
-            finish_time[i] = env.now
             finished_event(i).succeed()
             for c in delayed_children.get(i, ()):
                 at = env.now + float(t.delays_s[c]) / self.scale

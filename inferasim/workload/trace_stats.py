@@ -117,7 +117,7 @@ def stamped_stats(trace) -> dict[str, Any]:
         "output_tokens": _dist(trace.output_tokens),
         "think_s": _dist(trace.delays_s),
         "interarrival_s": _dist(gaps),
-        "span_s": trace.span_s - float(np.min(trace.order_s)) if n else 0.0,
+        "span_s": float(trace.order_s[-1] - trace.order_s[0]) if n else 0.0,
         "ideal_prefix_reuse": float(ideal_hit_rate(trace)),
     }
 
