@@ -89,6 +89,20 @@ def test_inferencemax_json_and_history_and_disagg_option():
     assert all(r.measurements.tpot_median_s for r in history)
 
 
+def test_inferencemax_history_rows_check_their_throughput_against_the_median_e2e():
+    """The history records no mean e2e latency: Little's law reads the median, which flags
+    the rows whose throughput contradicts their own latencies (B200 nvfp4 EP8 c32 at 0.56x)
+    and passes the rest."""
+    history = import_inferencemax(IMAX / "benchmarks_history_flat.csv")
+    assert all(r.measurements.e2e_mean_s is None and r.measurements.e2e_median_s
+               for r in history)
+    flagged = [r for r in history if r.little_mismatch()]
+    assert 5 <= len(flagged) <= 0.05 * len(history)
+    b200 = [r for r in flagged if r.regime.gpu == "b200" and r.regime.ep == 8
+            and r.workload.concurrency == 32 and r.workload.osl == 1024]
+    assert b200 and all("median e2e" in r.little_mismatch() for r in b200)
+
+
 def test_inferencemax_processed_agg_file():
     (record,) = import_inferencemax(
         OUTPUTS / "inferencex-processed/inferencex_agg_kimik25-int4_mi355x_tp8_mtp_1k1k_conc4.json")

@@ -396,3 +396,24 @@ def test_settle_is_idempotent_and_hand_written_spellings_normalise(tmp_path):
         None, "fp8", "mtp", "aiter")
     assert record.provenance.engine_version == "20260511"
     assert settle(record) is record
+
+
+def test_littles_law_reads_the_median_e2e_where_no_mean_is_recorded():
+    """A throughput far from concurrency x tokens / e2e / GPUs contradicts the record; the mean
+    e2e is preferred, the median read where only it is recorded, and with neither nothing is
+    claimed."""
+    base = dict(id="x", provenance=Provenance(source="test"),
+                regime=Regime(engine="sglang", gpu="h200", tp=8),
+                workload=Workload(isl=1024, osl=1024, concurrency=32))
+    little = 32 * 2048 / 20.0 / 8  # 409.6 tok/s/GPU at a 20 s request
+    agrees = AnchorRecord(**base, measurements=Measurements(tput_per_gpu_total=0.9 * little,
+                                                            e2e_median_s=20.0))
+    assert agrees.little_mismatch() is None
+    low = AnchorRecord(**base, measurements=Measurements(tput_per_gpu_total=0.55 * little,
+                                                         e2e_median_s=20.0))
+    assert "median e2e" in low.little_mismatch()
+    both = AnchorRecord(**base, measurements=Measurements(
+        tput_per_gpu_total=0.55 * little, e2e_mean_s=36.0, e2e_median_s=20.0))
+    assert both.little_mismatch() is None  # a long tail: the mean (36 s) explains it
+    neither = AnchorRecord(**base, measurements=Measurements(tput_per_gpu_total=1.0))
+    assert neither.little_mismatch() is None

@@ -235,7 +235,8 @@ def anchor_workload(base: Scenario, record: AnchorRecord, *,
     w, reg = record.workload, record.regime
     conc = int(w.concurrency)
     step = record.decode_step_s or 0.02
-    e2e = record.measurements.e2e_mean_s or ((record.ttft_s or 0.0) + w.osl * step)
+    m = record.measurements
+    e2e = m.e2e_mean_s or m.e2e_median_s or ((record.ttft_s or 0.0) + w.osl * step)
     if w.num_requests:
         sent = int(w.num_requests)
         # the count, not the horizon, ends the run: the horizon only has to be out of reach

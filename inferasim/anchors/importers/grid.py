@@ -69,6 +69,7 @@ def row_to_record(row: Mapping[str, Any], *, file: str) -> AnchorRecord:
     isl, osl, conc = integer(row["isl"]), integer(row["osl"]), integer(row["conc"])
     m = Measurements(
         ttft_median_s=num(row.get("median_ttft")), tpot_median_s=num(row.get("median_tpot")),
+        e2e_median_s=num(row.get("median_e2el")),
         tput_per_gpu_total=per_gpu(total, gpus), tput_per_gpu_output=per_gpu(out_tps, gpus),
         tput_per_gpu_input=per_gpu(in_tps, gpus), server_tput_total=total,
         server_tput_output=out_tps, completed=integer(row.get("completed")),

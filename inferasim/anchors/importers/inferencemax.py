@@ -118,7 +118,7 @@ def row_to_record(row: Mapping[str, Any], *, file: str) -> AnchorRecord:
         tpot_mean_s=num(_get(row, "mean_tpot")), tpot_median_s=num(_get(row, "median_tpot")),
         tpot_std_s=num(_get(row, "std_tpot")),
         itl_mean_s=num(_get(row, "mean_itl")), itl_median_s=num(_get(row, "median_itl")),
-        e2e_mean_s=num(_get(row, "mean_e2el")),
+        e2e_mean_s=num(_get(row, "mean_e2el")), e2e_median_s=num(_get(row, "median_e2el")),
         tput_per_gpu_total=num(_get(row, "tput_per_gpu")),
         tput_per_gpu_output=num(_get(row, "output_tput_per_gpu")),
         tput_per_gpu_input=num(_get(row, "input_tput_per_gpu")),

@@ -84,6 +84,7 @@ def line_to_record(data: Mapping[str, Any], *, file: str, index: int) -> AnchorR
         tpot_std_s=ms(data.get("std_tpot_ms")),
         itl_mean_s=ms(data.get("mean_itl_ms")), itl_median_s=ms(data.get("median_itl_ms")),
         e2e_mean_s=ms(data.get("mean_e2e_latency_ms")),
+        e2e_median_s=ms(data.get("median_e2e_latency_ms")),
         tput_per_gpu_total=per_gpu(total_tps, gpus), tput_per_gpu_output=per_gpu(out_tps, gpus),
         tput_per_gpu_input=per_gpu(in_tps, gpus),
         server_tput_total=total_tps, server_tput_output=out_tps,

@@ -68,7 +68,7 @@ def record_from_result(data: Mapping[str, Any], *, file: str, server_args: Mappi
         tpot_mean_s=_metric(data, "mean", "tpot"), tpot_median_s=_metric(data, "median", "tpot"),
         tpot_std_s=_metric(data, "std", "tpot"),
         itl_mean_s=_metric(data, "mean", "itl"), itl_median_s=_metric(data, "median", "itl"),
-        e2e_mean_s=_metric(data, "mean", "e2el"),
+        e2e_mean_s=_metric(data, "mean", "e2el"), e2e_median_s=_metric(data, "median", "e2el"),
         server_tput_total=total_tps, server_tput_output=out_tps, completed=completed,
     )
     conc = integer(data.get("max_concurrency"))
