@@ -2,9 +2,9 @@
 
 Time advance: runs of steps whose shape is known in advance are one timeout (macro-steps):
 a steady decode batch (nothing admissible waiting, nothing finishing, growth within free +
-evictable memory), a prompt's full chunks (nothing can be admitted beside them), and, on a
-lone instance, the decode steps after a step that settles the batch, and the batch left after
-a finish when nothing waits (it decodes on without a scheduling pass). An arrival interrupts a
+evictable memory), a prompt's full chunks (nothing can be admitted beside them), the batch
+left after a finish when nothing waits (it decodes on without a scheduling pass), and, on a
+lone instance, the decode steps after a step that settles the batch. An arrival interrupts a
 decode macro-step; the steps completed by then are applied, the step in flight finishes,
 and scheduling resumes — so per-request results equal the step-by-step reference mode
 (``sim.exact_steps``). docs/architecture.md ("Time") gives the conditions.
@@ -534,18 +534,24 @@ class EngineInstance:
         return done == k
 
     def _decode_on(self):
-        """Decode macro-steps back to back, without forming each step, while on a lone
-        instance nothing waits or prefills: the scheduler would take every decoding request
-        (the batch within the token budget, its growth within free + evictable memory, as
-        ``_steady_length`` checks), so after a finish the remaining batch runs on. Stops at
-        an arrival (it waits; scheduling resumes) or when the batch is done."""
+        """Decode macro-steps back to back, without forming each step, while nothing waits,
+        prefills or asks for preallocated pages: the scheduler would take every decoding
+        request (the batch within the token budget, its growth within free + evictable
+        memory, as ``_steady_length`` checks), so after a finish the remaining batch runs on.
+        A finish is applied at its step's end, as step by step, so a router reading this
+        instance then sees what it would have. Stops at an arrival (it waits; scheduling
+        resumes) or when the batch is done. (A preallocation the finish could now make room
+        for is served by the scheduling pass, which the next condition hands back to.)"""
         dec = self.decoding
-        while (self.solo and not self.waiting and not self.inbox and not self.prefilling
+        while (not self.waiting and not self.inbox and not self.prefilling
+               and not self.prealloc_queue
                and len(dec) and len(dec) * self.width <= self._decode_budget):
             k = self._steady_length(self.max_macro, allocated=False)
             if k < 2:
                 return
-            # no scheduler grew the first step: the growth through the steps run includes it
+            # the first step's pages now, as the scheduling pass would have grown them: a
+            # router reading this instance mid-step sees them held
+            self._grow_through(1)
             ran_all = yield from self._macro(_EVERY_DECODER, k)
             self.stats.continued_macro_steps += 1
             self._sample_occupancy()
