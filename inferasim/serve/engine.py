@@ -540,8 +540,8 @@ class EngineInstance:
         memory, as ``_steady_length`` checks), so after a finish the remaining batch runs on.
         A finish is applied at its step's end, as step by step, so a router reading this
         instance then sees what it would have. Stops at an arrival (it waits; scheduling
-        resumes) or when the batch is done. (A preallocation the finish could now make room
-        for is served by the scheduling pass, which the next condition hands back to.)"""
+        resumes) or when the batch is done. Stands down while a preallocation waits: a finish
+        may free the room for it, which only a scheduling pass hands out."""
         dec = self.decoding
         while (not self.waiting and not self.inbox and not self.prefilling
                and not self.prealloc_queue
