@@ -336,11 +336,14 @@ class CalibratedOracle:
 
     def _pool_tokens(self, record) -> int:
         """KV pool tokens of one scheduler of the anchor's deployment (each attention-DP rank
-        has its own), remembered per regime."""
+        has its own), remembered per regime: the memory model's, since a pool the target
+        states (``engine.kv_pool_tokens``) is the target's, not the measured deployment's."""
         oracle, key = self._anchor_oracle(record)
         pool = self._pools.get(key)
         if pool is None:
-            pool = self._pools[key] = memory_plan(oracle.scenario).kv_pool_tokens
+            sc = oracle.scenario
+            own = attrs.evolve(sc, engine=attrs.evolve(sc.engine, kv_pool_tokens=None))
+            pool = self._pools[key] = memory_plan(own).kv_pool_tokens
         return pool
 
     def _ttft_row(self, record) -> TtftRow:
