@@ -117,6 +117,12 @@ class Measurements:
     accept_length: float | None = None
     completed: int | None = None
 
+    @property
+    def tpot_s(self) -> float | None:
+        """Mean TPOT where recorded, else the median (the InferenceMAX history): a request's
+        TPOT counts the prefill stalls it sat through, its mean or its median alike."""
+        return self.tpot_mean_s if _present(self.tpot_mean_s) else self.tpot_median_s
+
 
 #: A measured throughput further than this from its own Little's-law value contradicts the
 #: anchor's latencies.
@@ -174,7 +180,7 @@ class AnchorRecord:
         # InferenceMAX's num_decode_gpu reads tp x ep on expert-parallel rows while their
         # per-GPU throughput is per tp GPUs.
         gpus = reg.tp * (reg.replicas or 1) if reg.tp else reg.num_gpus
-        e2e, which = (m.e2e_mean_s, "mean") if m.e2e_mean_s else (m.e2e_median_s, "median")
+        e2e, which = self.e2e_s, "mean" if m.e2e_mean_s else "median"
         if not (m.tput_per_gpu_total and e2e and w.concurrency and gpus):
             return None
         little = w.concurrency * (w.isl + w.osl) / e2e / gpus
@@ -182,6 +188,12 @@ class AnchorRecord:
             return None
         return (f"measured {m.tput_per_gpu_total:.1f} tok/s/GPU contradicts its own latency "
                 f"(Little's law from the {which} e2e: {little:.1f})")
+
+    @property
+    def e2e_s(self) -> float | None:
+        """The mean e2e latency where recorded, else the median (the InferenceMAX history)."""
+        m = self.measurements
+        return m.e2e_mean_s or m.e2e_median_s
 
     @property
     def ttft_s(self) -> float | None:
@@ -223,7 +235,7 @@ def derive_decode_step(m: Measurements, spec: str | None = None) -> tuple[float 
     in a step, so mean TPOT (per emitted token) is always read: one basis across the sweep
     whatever the acceptance; a verify step is this times the accepted length.
     """
-    tpot = m.tpot_mean_s if _present(m.tpot_mean_s) else m.tpot_median_s
+    tpot = m.tpot_s
     tpot_name = "mean_tpot" if _present(m.tpot_mean_s) else "median_tpot"
     itl = m.itl_median_s if _present(m.itl_median_s) else None
     if not _present(tpot):

@@ -235,8 +235,7 @@ def anchor_workload(base: Scenario, record: AnchorRecord, *,
     w, reg = record.workload, record.regime
     conc = int(w.concurrency)
     step = record.decode_step_s or 0.02
-    m = record.measurements
-    e2e = m.e2e_mean_s or m.e2e_median_s or ((record.ttft_s or 0.0) + w.osl * step)
+    e2e = record.e2e_s or ((record.ttft_s or 0.0) + w.osl * step)
     if w.num_requests:
         sent = int(w.num_requests)
         # the count, not the horizon, ends the run: the horizon only has to be out of reach
@@ -289,8 +288,8 @@ def _bracketed(held: AnchorRecord, others: list[AnchorRecord], used: set[str]) -
     return bool(concs) and min(concs) < held.workload.concurrency < max(concs)
 
 
-def _calibrated_by_own_build(held: AnchorRecord, others: list[AnchorRecord], cal: dict) -> bool:
-    used = set(cal.get("anchors_used", ()))
+def _calibrated_by_own_build(held: AnchorRecord, others: list[AnchorRecord],
+                             used: set[str]) -> bool:
     build = held.provenance.build
     return any(r.provenance.build == build for r in others if r.id in used)
 
@@ -308,7 +307,7 @@ def measured_metrics(record: AnchorRecord) -> dict[str, float | None]:
     median 105-122 ms over 40-640 requests), which no serving model reproduces."""
     m = record.measurements
     tput = m.tput_per_gpu_total
-    tpot = m.tpot_mean_s if m.tpot_mean_s is not None else m.tpot_median_s
+    tpot = m.tpot_s
     return {"tput_per_gpu": tput, "tpot": tpot, "ttft": record.ttft_s}
 
 
@@ -424,13 +423,14 @@ def validate_store(store: AnchorStore, *, knobs: Knobs | None = None,
                 notes.add(f"{held.id}: not calibrated ({cal.get('fallback')})")
                 continue
             notes.update(n for n in cal.get("notes", ()) if not n.startswith("build"))
+            used = set(cal.get("anchors_used", ()))
             preds.append(Prediction(
                 anchor=held.id, group=label, isl=held.workload.isl, osl=held.workload.osl,
                 concurrency=int(held.workload.concurrency), measured=measured_metrics(held),
                 predicted=pred, replay_requests=n, wall_s=time.perf_counter() - started,
                 method=method, excluded=_inconsistent(held),
-                bracketed=_bracketed(held, others, set(cal.get("anchors_used", ()))),
-                same_build=_calibrated_by_own_build(held, others, cal)))
+                bracketed=_bracketed(held, others, used),
+                same_build=_calibrated_by_own_build(held, others, used)))
         results.append(GroupResult(label, len(records), predictions=tuple(preds),
                                    template=template_name, notes=tuple(sorted(notes))))
     return results

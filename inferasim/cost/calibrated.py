@@ -305,9 +305,7 @@ class CalibratedOracle:
             m, w = record.measurements, record.workload
             _, basis = record.decode_step
             conc = int(w.concurrency or 0)
-            # a request's TPOT counts the stalls it sat through, its mean or its median over
-            # the requests alike (the InferenceMAX history records only the median)
-            tpot = m.tpot_mean_s or m.tpot_median_s
+            tpot = m.tpot_s
             if (basis != "median_itl" or not tpot or not m.itl_median_s or conc < 2
                     or record.ttft_s is None or w.osl < 2):
                 continue
@@ -365,7 +363,7 @@ class CalibratedOracle:
             # half the step in flight, then (SGLang's receive interval) the whole steps left
             # to the scheduler's next read, (interval - 1) / 2 of them on average
             wait = 0.5 * step * (record.regime.scheduler_recv_interval or 1)
-        tpot = record.measurements.tpot_mean_s or record.measurements.tpot_median_s
+        tpot = record.measurements.tpot_s
         decode_s = max(0, w.osl - 1) * tpot if tpot else math.inf
         slots = self._running_cap(record, oracle) * (record.regime.replicas or 1)
         slot_wait = 0.0

@@ -72,6 +72,7 @@ VICTIMS: dict[str, Callable[[list[LiveRequest]], LiveRequest]] = {
     "retract-fewest-output": fewest_output_victim,
 }
 
+
 def victim_for(preemption: str, speculative: bool):
     """The preemption victim an engine picks: SGLang's retraction sorts by generated tokens,
     except under speculative decoding, where it pops the back of the batch unsorted (the
