@@ -11,6 +11,7 @@ SCENARIO_FLAG_KEYS = {
     "max_num_seqs": "engine.max_num_seqs",
     "workload_resident_tokens": "workload.resident_tokens",
     "exact_steps": "sim.exact_steps",
+    "anchors": "sim.anchors",
     "des_client_idle_cap_ms": "workload.idle_cap_ms",
     "uncached_prompt_latency_us": "engine.uncached_prompt_latency_us",
     "uncached_prompt_latency_max_tokens": "engine.uncached_prompt_latency_max_tokens",
@@ -31,6 +32,9 @@ def scenario_options(func):
     func = click.option("--des-client-idle-cap-ms", type=float, default=None,
                         help="Cap on a lane's idle gap while nothing of it is in flight, ms "
                              "(workload.idle_cap_ms; negative = uncapped).")(func)
+    func = click.option("--anchors", type=str, default=None, metavar="PATH|none",
+                        help="Calibrate from this anchor folder or file instead of the shipped "
+                             "anchors/; none = the analytic model alone (sim.anchors).")(func)
     func = click.option("--exact-steps", is_flag=True, default=None,
                         help="Simulate every engine step (the reference mode).")(func)
     func = click.option("--workload-resident-tokens", type=int, default=None,

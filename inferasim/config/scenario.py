@@ -280,6 +280,10 @@ class SimSpec:
     exact_steps: bool = False
     # Most decode steps one macro-step may cover.
     max_macro_steps: int = attrs.field(default=512, metadata=at_least(1))
+    # The anchors the oracle is calibrated from: a folder or an anchor file (relative to the
+    # scenario's folder, then the working directory); empty = the shipped anchors/; "none" =
+    # no anchors, the analytic model alone.
+    anchors: str = ""
 @attrs.frozen
 class ScenarioSpec:
     """The scenario file's own keys (before catalog resolution)."""

@@ -69,6 +69,7 @@ import numpy as np
 
 from inferasim.arch.memory import memory_plan
 from inferasim.config.knobs import Knobs
+from inferasim.config.paths import resolve_scenario_path
 from inferasim.config.scenario import ParallelSpec, Scenario
 from inferasim.cost.oracle import AnalyticOracle, StepBatch, StepCost
 from inferasim.cost.ratio_table import extrapolation, ratio_at
@@ -130,6 +131,7 @@ class CalibratedOracle:
         self._latency_table: tuple[np.ndarray, np.ndarray] | None = None
         self._latency_memo: dict[int, float] = {}
         self.result = anchors
+        self._store = store
         if self.result is None and store is not None:
             self.result = store.for_target(scenario)
         if self.result is not None:
@@ -523,7 +525,8 @@ class CalibratedOracle:
         notes += self._notes
         if not self.calibrated:
             if res is None:
-                reason = "no anchor store: the oracle is the analytic model"
+                reason = ("sim.anchors is none" if self.scenario.sim.anchors.strip().lower()
+                          == "none" else "no anchor store") + ": the oracle is the analytic model"
             elif not res.usable:
                 reason = "no usable anchor: the oracle falls back to the analytic model"
                 if refused:
@@ -563,7 +566,9 @@ class CalibratedOracle:
         note = (f"{len(used)} anchor(s), decode ratio {min(table.values()):.3g}-"
                 f"{max(table.values()):.3g} over concurrency {lo}-{hi} ({ends}); "
                 f"prefill {prefill}{carried}" + ("; build crossed" if crossed else ""))
-        out = {"mode": "anchored", "note": note, "anchors_used": used, "refused": refused,
+        origins = sorted({self._store.origin(i) for i in used}) if self._store is not None else []
+        out = {"mode": "anchored", "note": note, "anchors_used": used, "anchor_files": origins,
+               "refused": refused,
                "crossed_build": crossed, "notes": notes, "fallback": None, "prefill": prefill,
                "decode_ratio": table}
         if self._frontend_modelled:
@@ -662,10 +667,27 @@ def _load_store(root: str, signature: tuple):
     return AnchorStore.load(Path(root))
 
 
+def anchor_store_path(scenario: Scenario) -> Path | None:
+    """Where ``scenario`` takes its anchors from (``sim.anchors``): the shipped ``anchors/``
+    when unset, ``None`` for "none", else the folder or file named, taken against the
+    scenario's folder first, then the working directory (as ``workload.trace`` is)."""
+    from inferasim.anchors.store import DEFAULT_ANCHOR_DIR
+
+    named = scenario.sim.anchors.strip()
+    if not named:
+        return DEFAULT_ANCHOR_DIR
+    if named.lower() == "none":
+        return None
+    return resolve_scenario_path(named, scenario.path or None, key="sim.anchors",
+                                 what="anchors (a folder or an anchor file, or none)")
+
+
 def oracle_for(scenario: Scenario, knobs: Knobs | None = None, store=None, *,
                rank_level: bool = False):
-    """The oracle a replay uses: calibrated from ``store`` (default: the shipped ``anchors/``)
-    when it has usable anchors for ``scenario``, else analytic — the report says which and why."""
+    """The oracle a replay uses: calibrated from ``store`` (default: the anchors the scenario
+    names in ``sim.anchors``, else the shipped ``anchors/``) when it has usable anchors for
+    ``scenario``, else analytic — the report says which and why."""
     if store is None:
-        store = default_store()
+        path = anchor_store_path(scenario)
+        store = None if path is None else default_store(path)
     return CalibratedOracle(scenario, store, knobs, rank_level=rank_level)

@@ -1,0 +1,28 @@
+"""Where a path a scenario names points: one rule for traces, anchors and any other file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from inferasim.config.errors import ConfigError
+
+
+def resolve_scenario_path(named: str, scenario_path: str | None, *, key: str,
+                          what: str) -> Path:
+    """A relative path is taken against the scenario file's folder first, then the working
+    directory (where a ``--set`` override naming it was typed). ``what`` names the thing
+    looked for in the error, which names ``key`` and the scenario file."""
+    p = Path(named).expanduser()
+    if p.is_absolute():
+        candidates = [p]
+    else:
+        candidates = []
+        if scenario_path:
+            candidates.append(Path(scenario_path).resolve().parent / p)
+        candidates.append(Path.cwd() / p)
+    for cand in candidates:
+        if cand.exists():
+            return cand
+    raise ConfigError(f"{what} not found: {named} (looked in "
+                      f"{', '.join(str(c.parent) for c in candidates)})",
+                      key=key, file=scenario_path)
