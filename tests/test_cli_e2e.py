@@ -84,7 +84,7 @@ def test_every_scenario_shortcut_flag_reaches_its_key():
     given = {"--kv-pool-tokens": "100000", "--max-num-seqs": "7",
              "--workload-resident-tokens": "5000", "--des-client-idle-cap-ms": "-1",
              "--uncached-prompt-latency-us": "12.5", "--uncached-prompt-latency-max-tokens": "900"}
-    args = ["describe", "--json", "--exact-steps"]
+    args = ["describe", "--json", "--exact-steps", "--anchors", "none"]
     for flag, value in given.items():
         args += [flag, value]
     result = CliRunner().invoke(cli, args)
@@ -93,6 +93,7 @@ def test_every_scenario_shortcut_flag_reaches_its_key():
     expected = {SCENARIO_FLAG_KEYS[f.removeprefix("--").replace("-", "_")]: float(v)
                 for f, v in given.items()}
     expected["sim.exact_steps"] = True
+    expected["sim.anchors"] = "none"
     assert set(expected) == set(SCENARIO_FLAG_KEYS.values())  # a new flag needs a line here
     for key, value in expected.items():
         section, name = key.split(".")
