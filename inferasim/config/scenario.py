@@ -151,6 +151,13 @@ class SpeculativeSpec:
     # alike). Each request draws one rate for its decode, within 1 and the verify width.
     acceptance_cv: float = attrs.field(default=0.0, metadata=between(0.0, 1.0))
 
+    def __attrs_post_init__(self) -> None:
+        # A speculative method with nothing drafted would be filed, and matched to anchors,
+        # under a speculative label while it decodes plainly (behaviour.md section 2).
+        if self.method != "none" and self.draft_tokens < 1:
+            raise ValueError(f"method {self.method} needs draft_tokens of at least 1 "
+                             "(or method none)")
+
     @property
     def verify_width(self) -> int:
         return 1 + (self.draft_tokens if self.method != "none" else 0)
