@@ -313,16 +313,16 @@ def measured_metrics(record: AnchorRecord) -> dict[str, float | None]:
 
 def predict(target: Scenario, others: list[AnchorRecord], knobs: Knobs
             ) -> tuple[dict[str, float | None], int, dict]:
-    from inferasim.cost.calibrated import CalibratedOracle
     from inferasim.report.run_report import replay_summary
     from inferasim.serve.simulation import simulate
 
-    oracle = CalibratedOracle(target, AnchorStore(others), knobs)
-    result = simulate(target, knobs, oracle=oracle)
+    # The replay builds its oracle as a run does: per rank where attention-DP ranks are
+    # simulated apart, read against the lockstep group's step where they step together.
+    result = simulate(target, knobs, store=AnchorStore(others))
     _frame, s = replay_summary(result)
     pred = {"tput_per_gpu": s["total_tok_s_per_gpu"], "tpot": s["tpot_mean_ms"] / 1e3,
             "ttft": s["ttft_p50_s"]}
-    return pred, int(s["requests_completed"]), oracle.calibration
+    return pred, int(s["requests_completed"]), result.calibration
 
 
 def predict_closed_form(target: Scenario, others: list[AnchorRecord], knobs: Knobs

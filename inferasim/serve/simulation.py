@@ -93,7 +93,10 @@ def _refusal_guard(submit):
 
 
 def simulate(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
-             source: WorkloadSource | None = None) -> SimResult:
+             source: WorkloadSource | None = None, store=None) -> SimResult:
+    """Replay ``scenario``. Steps are priced by ``oracle`` when given (every engine shares
+    it), else by an oracle per engine role calibrated from ``store`` (default: the anchors
+    the scenario names), at rank level where attention-DP ranks are simulated apart."""
     knobs = knobs or Knobs()
     wl = scenario.workload
     env = simpy.Environment()
@@ -105,7 +108,7 @@ def simulate(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
             made = oracle
         else:
             # Attention-DP ranks simulated apart are priced at their own batches.
-            made = oracle_for(sc, knobs, rank_level=rank_level)
+            made = oracle_for(sc, knobs, store, rank_level=rank_level)
         oracles.append(made)
         return made
 
