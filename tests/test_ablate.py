@@ -68,7 +68,7 @@ def test_ablation_json_without_touching_the_environment():
                      "--set", "engine.name=sglang", "--set", "workload.format=random",
                      "--set", "workload.isl=16384", "--set", "workload.osl=64",
                      "--knob", "INFERASIM_DPA_DECODE_DENSE=1",
-                     "--knob", "INFERASIM_DES_LOCKSTEP=1", "--json", "--jobs", "1")
+                     "--knob", "INFERASIM_DES_LOCKSTEP=0", "--json", "--jobs", "1")
     assert result.exit_code == 0, result.output
     assert dict(os.environ) == before
     data = json.loads(result.output)

@@ -13,6 +13,7 @@ import pytest
 from inferasim.anchors.record import AnchorRecord
 from inferasim.anchors.store import AnchorStore
 from inferasim.config.catalog import REPO_ROOT
+from inferasim.config.knobs import Knobs
 from inferasim.config.loader import load_scenario
 from inferasim.cost.calibrated import CalibratedOracle, _analytic_prefill_seconds, oracle_for
 from inferasim.cost.oracle import AnalyticOracle, StepBatch
@@ -525,7 +526,7 @@ def test_attention_dp_ranks_priced_apart_see_the_anchor_at_their_own_batch(scena
     dpa = attrs.evolve(scenario, parallel=attrs.evolve(scenario.parallel, dp_attention=8))
     store = AnchorStore([record(c, s, dpa=8) for c, s in MEASURED.items()])
     shared = CalibratedOracle(dpa, store)
-    ranks = CalibratedOracle(dpa, store, rank_level=True)
+    ranks = CalibratedOracle(dpa, store, Knobs(des_lockstep=1), rank_level=True)
     assert shared.calibration["mode"] == ranks.calibration["mode"] == "anchored"
     # concurrency 64 over 8 ranks: one scheduler holds 64, a rank holds 8
     assert decode(shared, 64) == pytest.approx(MEASURED[64], rel=1e-9)
@@ -534,6 +535,21 @@ def test_attention_dp_ranks_priced_apart_see_the_anchor_at_their_own_batch(scena
     np.testing.assert_allclose(
         ranks.decode_steps(ctx0, 4, 1.0, 1),
         [ranks.step(StepBatch(decode_context=ctx0 + j)).seconds for j in range(4)], rtol=1e-12)
+
+
+@pytest.mark.parametrize("group", [0, 4])
+def test_ranks_in_lockstep_see_the_anchor_as_their_group_step(scenario, group):
+    # An anchor of 8 ranks measured the step they took together; a lockstep group prices its
+    # steps at the group's combined batch, so at the anchor's own load (64 clients: 8 a rank)
+    # the group step of its ranks is the measured step.
+    dpa = attrs.evolve(scenario, parallel=attrs.evolve(scenario.parallel, dp_attention=8))
+    store = AnchorStore([record(c, s, dpa=8) for c, s in MEASURED.items()])
+    oracle = CalibratedOracle(dpa, store, Knobs(des_lockstep=group), rank_level=True)
+    size = group or 8
+    assert oracle.group == size
+    ranks = [StepBatch(decode_context=np.full(8, float(CTX))) for _ in range(size)]
+    assert oracle.step_group(ranks).seconds == pytest.approx(MEASURED[64], rel=1e-9)
+    assert sorted(oracle.calibration["decode_ratio"]) == sorted(c * size // 8 for c in MEASURED)
 
 
 def test_simulate_uses_the_shipped_anchors_and_keeps_injection(scenario):

@@ -134,6 +134,41 @@ def test_lockstep_prices_the_combined_batch():
     lock = replay_summary(simulate(load_scenario(None, common), Knobs(des_lockstep=8)))[1]
     # Stepping together, a rank waits for the slowest rank and the combined MoE batch.
     assert lock["itl_mean_ms"] > free["itl_mean_ms"]
+    # The default is the engines' own: every rank of the instance steps together.
+    default = replay_summary(simulate(load_scenario(None, common), Knobs()))[1]
+    assert default["itl_mean_ms"] == lock["itl_mean_ms"]
+
+
+DPA8 = ["model.name=deepseek-r1", "gpu.name=mi355x", "parallel.tp=8", "parallel.ep=8",
+        "parallel.dp_attention=8"]
+
+
+@pytest.mark.parametrize("case", [
+    # SGLang's prefill-only steps, chat sessions whose prefixes a rank router reads mid-run
+    ["engine.name=sglang", "topology.rank_router=prefix-affinity", "workload.concurrency=48",
+     "workload.duration_s=120"],
+    # vLLM's mixed steps over desynchronised random lengths
+    ["engine.name=vllm", "workload.format=random", "workload.isl=2048", "workload.osl=256",
+     "workload.random_range_ratio=0.5", "workload.concurrency=48", "workload.max_requests=240",
+     "workload.duration_s=1e5"],
+    # requests that each accept their own share of drafts
+    ["engine.name=sglang", "speculative.method=mtp", "speculative.draft_tokens=3",
+     "speculative.acceptance=0.7", "speculative.acceptance_cv=0.2", "workload.format=random",
+     "workload.isl=1024", "workload.osl=512", "workload.random_range_ratio=0.8",
+     "workload.concurrency=64", "workload.max_requests=256", "workload.duration_s=1e5"],
+], ids=["sglang-chat-affinity", "vllm-random", "sglang-mtp-spread"])
+def test_lockstep_macro_steps_equal_the_step_exact_mode(case):
+    frames, groups = [], []
+    for exact in ("true", "false"):
+        result = simulate(load_scenario(None, [*DPA8, *case, f"sim.exact_steps={exact}"]),
+                          Knobs())
+        frames.append(replay_summary(result)[0])
+        groups.append(sum(e.stats.macro_steps for e in result.engines))
+    exact, macro = frames
+    assert groups[0] == 0 and groups[1] > 0  # the group ran steady decode as macro-steps
+    assert len(exact) == len(macro) > 0
+    for col in ("arrival_s", "first_token_s", "finish_s"):
+        np.testing.assert_array_equal(macro[col].to_numpy(), exact[col].to_numpy())
 
 
 def test_lockstep_must_divide_ranks():

@@ -20,15 +20,19 @@ class KnobDecl:
     kind: type
     default: object
     meaning: str
+    minimum: int = 1  # integer knobs
 
 
 KNOBS: tuple[KnobDecl, ...] = (
     KnobDecl("INFERASIM_DPA_DECODE_DENSE", bool, False,
              "Price attention-DP decode attention dense over the whole context, ignoring "
              "selection and compression (the ablation of behaviour.md section 3)."),
-    KnobDecl("INFERASIM_DES_LOCKSTEP", int, 1,
-             "Price a step at the combined batch of N attention-DP schedulers stepping "
-             "together, ending for all at once (SGLang DP ranks sync at every MoE layer)."),
+    KnobDecl("INFERASIM_DES_LOCKSTEP", int, 0,
+             "Attention-DP ranks stepping together, in groups of N: each step is priced at "
+             "the group's combined batch and ends for all of them at once (SGLang and vLLM "
+             "DP ranks sync at every MoE layer; an idle rank runs a dummy batch). 0, the "
+             "default: every rank of an instance, as the engines run; 1: independent ranks.",
+             minimum=0),
 )
 
 _BY_NAME = {k.name: k for k in KNOBS}
@@ -48,9 +52,9 @@ def _parse(decl: KnobDecl, raw: str, origin: str):
         except ValueError:
             raise ConfigError(f"expected an integer, got {raw!r}", file=origin,
                               key=decl.name) from None
-        if value < 1:
-            raise ConfigError(f"expected an integer of at least 1, got {raw!r}", file=origin,
-                              key=decl.name)
+        if value < decl.minimum:
+            raise ConfigError(f"expected an integer of at least {decl.minimum}, got {raw!r}",
+                              file=origin, key=decl.name)
         return value
     raise TypeError(decl.kind)
 
@@ -58,7 +62,7 @@ def _parse(decl: KnobDecl, raw: str, origin: str):
 @attrs.frozen
 class Knobs:
     dpa_decode_dense: bool = False
-    des_lockstep: int = 1
+    des_lockstep: int = 0
 
     @classmethod
     def from_mapping(cls, env: Mapping[str, str], origin: str = "environment") -> Knobs:

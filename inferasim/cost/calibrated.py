@@ -83,7 +83,7 @@ class AnchorPoint:
     """One anchor as the oracle uses it: its steady decode batch and its measured step."""
 
     id: str
-    batch: int              # sequences per engine instance
+    batch: int              # sequences per engine instance (per rank, or per lockstep group)
     context: float          # mean resident context, isl + osl / 2
     measured_s: float       # seconds of one (verify) step
     regime_key: tuple
@@ -102,6 +102,10 @@ class CalibratedOracle:
         self.scenario = scenario
         self.knobs = knobs or Knobs()
         self.rank_level = rank_level
+        # Ranks stepping together (INFERASIM_DES_LOCKSTEP): a step is priced at the group's
+        # combined batch, so an anchor's step is read against its ranks' group step too.
+        dp = scenario.parallel.dp_attention
+        self.group = (self.knobs.des_lockstep or dp) if rank_level else 1
         self.analytic = self._analytic(scenario)
         self.width = scenario.speculative.verify_width
         spec = scenario.speculative
@@ -202,7 +206,10 @@ class CalibratedOracle:
             batch = max(1, min(int(round(w.concurrency / replicas)),
                                self._running_cap(record, oracle)))
             if self.rank_level:
-                batch = max(1, math.ceil(batch / oracle.scenario.parallel.dp_attention))
+                # one rank's share of the anchor's batch, or a lockstep group's
+                share = self.group / oracle.scenario.parallel.dp_attention
+                batch = max(1, math.ceil(batch * share) if self.group == 1
+                            else round(batch * share))
             measured = float(step)
             if "tpot" in (basis or "") and w.osl > 1 and reg.spec_method in (None, "none"):
                 # A step read from TPOT carries the stalls the other clients' prefills caused,
@@ -408,8 +415,7 @@ class CalibratedOracle:
             ctx_by_batch: dict[int, list[float]] = {}
             for p in self.points:
                 oracle = self._oracles[p.regime_key]
-                den = oracle.step(StepBatch(decode_context=np.full(p.batch, p.context),
-                                            width=width)).seconds
+                den = self._anchor_step(oracle, p, width)
                 by_batch.setdefault(p.batch, []).append(math.log(p.measured_s / den))
                 ctx_by_batch.setdefault(p.batch, []).append(math.log(max(p.context, 1.0)))
             batches = np.array(sorted(by_batch), dtype=np.float64)
@@ -417,6 +423,18 @@ class CalibratedOracle:
             log_ctx = np.array([float(np.mean(ctx_by_batch[int(b)])) for b in batches])
             self._tables[width] = (np.log(batches), ratios, log_ctx)
         return self._tables[width]
+
+    def _anchor_step(self, oracle: AnalyticOracle, point: AnchorPoint, width: int) -> float:
+        """The analytic step at an anchor's batch: one step of it, or, where ranks step
+        together, the group step of its sequences shared out evenly over the group's ranks
+        (what ``step_group`` prices the replay's steps at)."""
+        if self.group == 1:
+            return oracle.step(StepBatch(decode_context=np.full(point.batch, point.context),
+                                         width=width)).seconds
+        each, extra = divmod(point.batch, self.group)
+        return oracle.step_group([
+            StepBatch(decode_context=np.full(each + (i < extra), point.context), width=width)
+            for i in range(self.group)]).seconds
 
     def decode_ratio(self, n: int, width: int | None = None) -> float:
         """measured/analytic(anchor) for a target batch of ``n`` decoding sequences."""

@@ -526,7 +526,7 @@ class EngineInstance:
         ctx0 = self.decoding.context()
         times = self.oracle.decode_steps(ctx0, k, self._advances(), self.width)
         t0 = env.now
-        ends = _step_ends(t0, times)
+        ends = step_ends(t0, times)
         self._plan = (ends, k)
         done = yield from self._through(ends, self._to_read())
         self._plan = None
@@ -563,26 +563,9 @@ class EngineInstance:
         step in flight complete and drops the rest. Returns how many steps completed.
         ``first_read``: the step after which the scheduler first reads its socket (then every
         receive interval); an arrival is seen there (``_cut_at_read``)."""
-        env = self.env
-        k = ends.size
-        done = k
-        self._in_macro = True
         self._through_ends, self._through_first = ends, first_read
         self._cut_step = None
-        try:
-            yield env.timeout(float(ends[-1]) - env.now)
-        except simpy.Interrupt:
-            # the steps ended by now, plus the one in flight (bisect: a few probes, cheaper
-            # than numpy's call overhead on this path)
-            done = min(k, bisect_right(ends, env.now) + 1)
-            end = float(ends[done - 1])
-            while env.now < end:
-                try:
-                    yield env.timeout(end - env.now)
-                except simpy.Interrupt:
-                    pass
-        self._in_macro = False
-        return done
+        return (yield from wait_through(self.env, ends, self))
 
     def _decoded(self, step: Step, done: int, busy_s: float) -> None:
         """Account ``done`` decode steps of a macro-step that ended now."""
@@ -614,7 +597,7 @@ class EngineInstance:
                               width=self.width)
             times[j] = self.oracle.step_seconds(batch)
         t0 = env.now
-        ends = _step_ends(t0, times)
+        ends = step_ends(t0, times)
         self._plan = (ends, k) if decodes else None
         if self._caches_chunks:
             self._chunk_plan = (ends, req, chunk, req.computed)
@@ -663,7 +646,7 @@ class EngineInstance:
             return False
         dec = self.decoding
         times = self.oracle.decode_steps(dec.context(), k, self._advances(), self.width)
-        ends = _step_ends(t0, np.concatenate(([seconds], times)))
+        ends = step_ends(t0, np.concatenate(([seconds], times)))
         done = yield from self._through(ends)  # the prefill step is followed by a read
         if done > 1:
             self.stats.settled_macro_steps += 1
@@ -694,7 +677,30 @@ _EMPTY = np.zeros(0, dtype=np.float64)
 _EVERY_DECODER = Step(all_decoders=True)  # read only: which rows a macro-step advanced
 
 
-def _step_ends(t0: float, seconds: np.ndarray) -> np.ndarray:
+def wait_through(env: simpy.Environment, ends: np.ndarray, holder):
+    """Wait through consecutive steps ending at ``ends`` with ``holder._in_macro`` set (its
+    owner interrupts the waiting process then, and clears the flag): the step in flight
+    completes and the rest are dropped. Returns how many steps completed."""
+    k = ends.size
+    done = k
+    holder._in_macro = True
+    try:
+        yield env.timeout(float(ends[-1]) - env.now)
+    except simpy.Interrupt:
+        # the steps ended by now, plus the one in flight (bisect: a few probes, cheaper
+        # than numpy's call overhead on this path)
+        done = min(k, bisect_right(ends, env.now) + 1)
+        end = float(ends[done - 1])
+        while env.now < end:
+            try:
+                yield env.timeout(end - env.now)
+            except simpy.Interrupt:
+                pass
+    holder._in_macro = False
+    return done
+
+
+def step_ends(t0: float, seconds: np.ndarray) -> np.ndarray:
     """End time of each of consecutive steps: added one at a time onto ``t0``, as the clock
     does when each step is its own timeout."""
     ends = np.empty(seconds.size + 1)

@@ -1,16 +1,27 @@
-"""Attention-DP ranks stepping together (INFERASIM_DES_LOCKSTEP=N).
+"""Attention-DP ranks stepping together (INFERASIM_DES_LOCKSTEP; by default every rank of an
+instance).
 
-SGLang's DP-attention ranks synchronise at every MoE layer: each rank forms its own batch
-(prefill, decode or idle), the MoE runs over their combined tokens, and the step ends for
-all at once — an idle rank still waits. The group prices each step at the combined batch
+SGLang's and vLLM's DP ranks synchronise at every MoE layer: each rank forms its own batch
+(prefill, decode or idle: an idle rank runs a dummy batch), the MoE runs over their combined
+tokens, and the step ends for all at once. The group prices each step at the combined batch
 (``oracle.step_group``) and applies every rank's step at the same end time.
+
+Time advance: while every rank that runs anything runs a steady decode batch (its own
+``EngineInstance._macro_length``: decode only, nothing admissible waiting, no finish before
+the last step, growth within its memory), the group's steps until the first of them ends
+are one timeout, each step priced as the group step it is. An arrival at any rank cuts it
+as it cuts one engine's macro-step (the step in flight completes), so per-request results
+equal the step-by-step mode (``sim.exact_steps``).
 """
 
 from __future__ import annotations
 
+import attrs
+import numpy as np
 import simpy
 
 from inferasim.cost.oracle import StepBatch
+from inferasim.serve.engine import step_ends, wait_through
 
 
 class LockstepGroup:
@@ -18,15 +29,23 @@ class LockstepGroup:
         self.env = env
         self.ranks = ranks
         self.oracle = oracle
+        self.exact = ranks[0].exact
+        self.max_macro = ranks[0].max_macro
         self._wake: simpy.Event = env.event()
+        self._in_macro = False
         for rank in ranks:
             rank._group = self
         self.steps = 0
+        self.macro_steps = 0
         self.process = env.process(self._run())
 
     def notify(self) -> None:
+        """A rank has new work: wake the group, or cut its macro-step."""
         if not self._wake.triggered:
             self._wake.succeed()
+        if self._in_macro:
+            self._in_macro = False
+            self.process.interrupt("arrival")
 
     def _run(self):
         env = self.env
@@ -39,6 +58,10 @@ class LockstepGroup:
                 continue
             batches = [rank.batch(s) if s is not None else StepBatch(width=rank.width)
                        for rank, s in zip(self.ranks, steps, strict=True)]
+            k = 0 if self.exact else self._macro_length(steps)
+            if k >= 2:
+                yield from self._macro(steps, batches, k)
+                continue
             cost = self.oracle.step_group(batches)
             yield env.timeout(cost.seconds)
             self.steps += 1
@@ -46,3 +69,43 @@ class LockstepGroup:
                 if s is not None:
                     rank.apply_step(s, cost.seconds)
                     rank._sample_occupancy()
+
+    def _macro_length(self, steps: list) -> int:
+        """Group steps every busy rank's batch runs unchanged (0 = some rank is not steady);
+        an idle rank has nothing waiting and stays idle until an arrival cuts the run."""
+        k = self.max_macro
+        for rank, step in zip(self.ranks, steps, strict=True):
+            if step is None:
+                continue
+            own = rank._macro_length(step)
+            if own < 2:
+                return 0
+            k = min(k, own)
+        return k
+
+    def _macro(self, steps: list, batches: list[StepBatch], k: int):
+        """``k`` steady group steps in one interruptible timeout: step j prices each busy
+        rank's batch at its context after j steps (``DecodeSet.context_after``, the float
+        operations a single step would use)."""
+        env = self.env
+        busy = [(rank, step) for rank, step in zip(self.ranks, steps, strict=True)
+                if step is not None]
+        times = np.empty(k)
+        times[0] = self.oracle.step_group(batches).seconds
+        for j in range(1, k):
+            ahead = [attrs.evolve(b, decode_context=rank.decoding.context_after(j))
+                     if s is not None else b
+                     for rank, s, b in zip(self.ranks, steps, batches, strict=True)]
+            times[j] = self.oracle.step_group(ahead).seconds
+        t0 = env.now
+        ends = step_ends(t0, times)
+        for rank, _ in busy:
+            rank._plan = (ends, k)  # a router reading a rank mid-run sees its growth so far
+        done = yield from wait_through(env, ends, self)
+        self.steps += done
+        self.macro_steps += 1
+        seconds = float(ends[done - 1]) - t0
+        for rank, step in busy:
+            rank._plan = None
+            rank._decoded(step, done, seconds)
+            rank._sample_occupancy()
