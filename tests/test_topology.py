@@ -156,7 +156,17 @@ DPA8 = ["model.name=deepseek-r1", "gpu.name=mi355x", "parallel.tp=8", "parallel.
      "speculative.acceptance=0.7", "speculative.acceptance_cv=0.2", "workload.format=random",
      "workload.isl=1024", "workload.osl=512", "workload.random_range_ratio=0.8",
      "workload.concurrency=64", "workload.max_requests=256", "workload.duration_s=1e5"],
-], ids=["sglang-chat-affinity", "vllm-random", "sglang-mtp-spread"])
+    # a disaggregated decode pool of 8 ranks: KV lands at any rank, cutting the group's runs
+    ["engine.name=sglang", "topology.kind=disaggregated", "parallel.dp_attention=1",
+     "topology.decode.parallel={dp_attention: 8}", "workload.concurrency=48",
+     "workload.duration_s=60"],
+    # sparse attention, priced step by step (not linear in the context)
+    ["model.name=deepseek-v3.2", "gpu.name=h200", "engine.name=sglang",
+     "workload.format=random", "workload.isl=8192", "workload.osl=256",
+     "workload.random_range_ratio=0.8", "workload.concurrency=32", "workload.max_requests=96",
+     "workload.duration_s=1e5"],
+], ids=["sglang-chat-affinity", "vllm-random", "sglang-mtp-spread", "disagg-decode-dpa",
+        "sparse-attention"])
 def test_lockstep_macro_steps_equal_the_step_exact_mode(case):
     frames, groups = [], []
     for exact in ("true", "false"):

@@ -512,20 +512,34 @@ class CalibratedOracle:
         whole = self.analytic.step_group(batches)
         if not self.calibrated:
             return whole
-        prefills = any(b.prefill_tokens.size for b in batches)
-        if prefills:
-            combined = StepBatch(
-                prefill_tokens=np.concatenate([b.prefill_tokens for b in batches]),
-                prefill_resident=np.concatenate([b.prefill_resident for b in batches]),
-                prefill_samples=sum(b.prefill_samples for b in batches),
-                decode_context=np.concatenate([b.decode_context for b in batches]),
-                width=batches[0].width)
-            ratio = self.prefill_ratio(combined)
-        else:
-            ratio = self.decode_ratio(sum(b.n_decode for b in batches), batches[0].width)
+        ratio, prefills = self._group_ratio(batches)
         return self._with_overhead(
             StepCost(seconds=ratio * whole.seconds,
                      breakdown={k: ratio * v for k, v in whole.breakdown.items()}), prefills)
+
+    def step_group_seconds(self, batches: list[StepBatch]) -> float:
+        """``step_group(batches).seconds`` without the breakdown (the group's per-step price)."""
+        whole = self.analytic.step_group_seconds(batches)
+        if not self.calibrated:
+            return whole
+        ratio, prefills = self._group_ratio(batches)
+        return ratio * whole + (self.prefill_step_overhead_s if prefills else 0.0)
+
+    def group_decode_steps(self, contexts: list[np.ndarray | None], width: int) -> np.ndarray:
+        """``step_group_seconds`` of consecutive decode-only group steps (see the analytic
+        oracle's), each transported at the combined decode count."""
+        whole = self.analytic.group_decode_steps(contexts, width)
+        if not self.calibrated:
+            return whole
+        n = sum(c.shape[1] for c in contexts if c is not None)
+        return self.decode_ratio(n, width) * whole + 0.0
+
+    def _group_ratio(self, batches: list[StepBatch]) -> tuple[float, bool]:
+        """The ratio a group step is transported by, and whether any rank prefills."""
+        prefilling = next((b for b in batches if b.prefill_tokens.size), None)
+        if prefilling is None:
+            return self.decode_ratio(sum(b.n_decode for b in batches), batches[0].width), False
+        return self.prefill_ratio(prefilling), True  # the prefill ratio is one figure
 
     def decode_steps(self, ctx0: np.ndarray, steps: int, advance: float | np.ndarray,
                      width: int) -> np.ndarray:

@@ -277,6 +277,58 @@ class AnalyticOracle:
         breakdown["overhead"] = self.fixed_s
         return StepCost(seconds=float(sum(breakdown.values())), breakdown=breakdown)
 
+    def step_group_seconds(self, batches: list[StepBatch]) -> float:
+        """``step_group(batches).seconds`` without the breakdown: a lockstep group's price
+        per step, in both step modes (as ``step_seconds`` is one engine's)."""
+        if not self._linear:
+            return self.step_group(batches).seconds
+        tokens = samples = slowest = 0.0
+        n_decode = 0
+        for b in batches:
+            chunks = b.prefill_tokens.tolist()
+            nd = b.decode_context.size
+            tokens += int(sum(chunks)) + nd * b.width
+            samples += b.prefill_samples + nd * b.width
+            attn = 0.0
+            if chunks:
+                pairs = sum(c * r + c * (c + 1) / 2
+                            for c, r in zip(chunks, b.prefill_resident.tolist(), strict=True))
+                attn += self._coefficient_sum(("prefill", 0)) * pairs
+            if nd:
+                attn += self._coefficient_sum(("decode", b.width)) * float(b.decode_context.sum())
+                n_decode = max(n_decode, nd)
+            slowest = max(slowest, attn)
+        seconds = self._context_free_seconds(tokens, samples) + slowest + self.fixed_s
+        if self.draft_tokens and n_decode:
+            seconds += self._draft_seconds(n_decode)
+        return seconds
+
+    def group_decode_steps(self, contexts: list[np.ndarray | None], width: int) -> np.ndarray:
+        """``step_group_seconds`` of consecutive decode-only group steps, one per row of the
+        busy ranks' context matrices (``None``: an idle rank), each equal to the single
+        step's price: the same operations per step, a row's sum as its 1-D sum."""
+        steps = next(c.shape[0] for c in contexts if c is not None)
+        if not self._linear:
+            return np.array([self.step_group_seconds(
+                [StepBatch(width=width) if c is None else
+                 StepBatch(decode_context=c[j], width=width) for c in contexts])
+                for j in range(steps)])
+        tokens = samples = 0.0
+        n_decode = 0
+        slowest = np.zeros(steps)
+        coef = self._coefficient_sum(("decode", width))
+        for c in contexts:
+            nd = 0 if c is None else c.shape[1]
+            tokens += nd * width
+            samples += nd * width
+            if nd:
+                slowest = np.maximum(slowest, coef * c.sum(axis=1))
+                n_decode = max(n_decode, nd)
+        seconds = self._context_free_seconds(tokens, samples) + slowest + self.fixed_s
+        if self.draft_tokens and n_decode:
+            seconds += self._draft_seconds(n_decode)
+        return seconds
+
     def _attention_seconds(self, batch: StepBatch) -> dict[str, float]:
         out: dict[str, float] = {}
         if batch.prefill_tokens.size:

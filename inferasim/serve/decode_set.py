@@ -141,6 +141,13 @@ class DecodeSet:
         n = len(self.reqs)
         return self.prompt[:n] + (self.gen_base[:n] + (self.steps[:n] + steps) * self.adv[:n])
 
+    def contexts_after(self, steps: np.ndarray) -> np.ndarray:
+        """``context_after(j)`` for each j of ``steps`` (float), one row per j, by the same
+        float operations element by element."""
+        n = len(self.reqs)
+        return self.prompt[:n] + (self.gen_base[:n]
+                                  + (self.steps[:n] + steps[:, None]) * self.adv[:n])
+
     def remaining_output(self) -> np.ndarray:
         return self.out[: len(self.reqs)] - self.generated()
 

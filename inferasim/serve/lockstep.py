@@ -16,7 +16,6 @@ equal the step-by-step mode (``sim.exact_steps``).
 
 from __future__ import annotations
 
-import attrs
 import numpy as np
 import simpy
 
@@ -33,6 +32,7 @@ class LockstepGroup:
         self.max_macro = ranks[0].max_macro
         self._wake: simpy.Event = env.event()
         self._in_macro = False
+        self._cut = False  # an arrival cut the run in flight
         for rank in ranks:
             rank._group = self
         self.steps = 0
@@ -45,6 +45,7 @@ class LockstepGroup:
             self._wake.succeed()
         if self._in_macro:
             self._in_macro = False
+            self._cut = True
             self.process.interrupt("arrival")
 
     def _run(self):
@@ -56,18 +57,18 @@ class LockstepGroup:
                 self._wake = env.event()
                 yield self._wake
                 continue
-            batches = [rank.batch(s) if s is not None else StepBatch(width=rank.width)
-                       for rank, s in zip(self.ranks, steps, strict=True)]
             k = 0 if self.exact else self._macro_length(steps)
             if k >= 2:
-                yield from self._macro(steps, batches, k)
+                yield from self._macro(steps, k)
                 continue
-            cost = self.oracle.step_group(batches)
-            yield env.timeout(cost.seconds)
+            batches = [rank.batch(s) if s is not None else StepBatch(width=rank.width)
+                       for rank, s in zip(self.ranks, steps, strict=True)]
+            seconds = self.oracle.step_group_seconds(batches)
+            yield env.timeout(seconds)
             self.steps += 1
             for rank, s in zip(self.ranks, steps, strict=True):
                 if s is not None:
-                    rank.apply_step(s, cost.seconds)
+                    rank.apply_step(s, seconds)
                     rank._sample_occupancy()
 
     def _macro_length(self, steps: list) -> int:
@@ -83,25 +84,33 @@ class LockstepGroup:
             k = min(k, own)
         return k
 
-    def _macro(self, steps: list, batches: list[StepBatch], k: int):
-        """``k`` steady group steps in one interruptible timeout: step j prices each busy
-        rank's batch at its context after j steps (``DecodeSet.context_after``, the float
-        operations a single step would use)."""
+    def _macro(self, steps: list, k: int):
+        """``k`` steady group steps as one interruptible run: step j prices each busy rank's
+        batch at its context after j steps (``DecodeSet.contexts_after``), by the operations
+        a single step is priced with (``oracle.group_decode_steps``). They are priced and
+        waited through in pieces that double from ``FIRST_PIECE`` steps: a group's run is
+        cut by any rank's arrival, usually long before its end, and the steps priced past
+        the cut would be wasted."""
         env = self.env
         busy = [(rank, step) for rank, step in zip(self.ranks, steps, strict=True)
                 if step is not None]
-        times = np.empty(k)
-        times[0] = self.oracle.step_group(batches).seconds
-        for j in range(1, k):
-            ahead = [attrs.evolve(b, decode_context=rank.decoding.context_after(j))
-                     if s is not None else b
-                     for rank, s, b in zip(self.ranks, steps, batches, strict=True)]
-            times[j] = self.oracle.step_group(ahead).seconds
         t0 = env.now
-        ends = step_ends(t0, times)
-        for rank, _ in busy:
-            rank._plan = (ends, k)  # a router reading a rank mid-run sees its growth so far
-        done = yield from wait_through(env, ends, self)
+        ends = _EMPTY
+        done = start = 0
+        piece = FIRST_PIECE
+        self._cut = False
+        while done == start < k and not self._cut:
+            stop = min(k, start + piece)
+            js = np.arange(start, stop, dtype=np.float64)
+            times = self.oracle.group_decode_steps(
+                [rank.decoding.contexts_after(js) if s is not None else None
+                 for rank, s in zip(self.ranks, steps, strict=True)], self.ranks[0].width)
+            # each end added onto the last, as the clock would one step at a time
+            ends = np.concatenate((ends, step_ends(float(ends[-1]) if start else t0, times)))
+            for rank, _ in busy:
+                rank._plan = (ends, k)  # a router reading a rank mid-run sees its growth
+            done = start + (yield from wait_through(env, ends[start:], self))
+            start, piece = stop, 2 * piece
         self.steps += done
         self.macro_steps += 1
         seconds = float(ends[done - 1]) - t0
@@ -109,3 +118,8 @@ class LockstepGroup:
             rank._plan = None
             rank._decoded(step, done, seconds)
             rank._sample_occupancy()
+
+
+# Steps of a group run priced before the first wait (then 2x, 4x ...).
+FIRST_PIECE = 16
+_EMPTY = np.zeros(0, dtype=np.float64)
