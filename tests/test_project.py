@@ -112,6 +112,30 @@ def test_instances_share_the_load():
     assert chat["session_affinity"] == 0.5 and chat["cache_retention"] <= 0.5
 
 
+DPA8 = ["model.name=deepseek-r1", "gpu.name=mi355x", "parallel.tp=8", "parallel.ep=8",
+        "parallel.dp_attention=8", "engine.name=sglang", "workload.format=random",
+        "workload.isl=1024", "workload.osl=1024", "workload.concurrency=256",
+        "workload.max_requests=2560", "workload.duration_s=1e5"]
+
+
+def test_attention_dp_ranks_in_lockstep_share_every_prefill():
+    # The replay steps an instance's 8 ranks together (the default): every rank's prefill
+    # holds every rank's decode, which the projection carries (and with independent ranks
+    # does not).
+    from inferasim.config.knobs import Knobs
+    from inferasim.report.run_report import replay_summary
+    from inferasim.serve.simulation import simulate
+
+    sc = _scenario(*DPA8)
+    lock = project(sc)
+    free = project(sc, Knobs(des_lockstep=1))
+    assert lock["lockstep_group"] == 8 and free["lockstep_group"] == 1
+    assert lock["output_tok_s"] < 0.7 * free["output_tok_s"]
+    replay = replay_summary(simulate(sc))[1]
+    assert lock["output_tok_s"] == pytest.approx(replay["output_tok_s"], rel=0.10)
+    assert lock["tpot_mean_ms"] == pytest.approx(replay["tpot_mean_ms"], rel=0.20)
+
+
 def test_disaggregated_is_refused():
     result = _invoke("--no-replay", "--set", "topology.kind=disaggregated")
     assert result.exit_code == 2, result.output

@@ -30,6 +30,7 @@ import numpy as np
 
 from inferasim.config.errors import ConfigError
 from inferasim.config.knobs import Knobs
+from inferasim.config.loader import rank_scenario
 from inferasim.config.scenario import Scenario
 
 SAMPLE_REQUESTS = 2000
@@ -162,9 +163,11 @@ class _Prices:
     """Step prices from the oracle, cached by integer batch and interpolated between."""
 
     def __init__(self, scenario: Scenario, oracle, moments: WorkloadMoments, retention: float,
-                 width: int):
+                 width: int, group: int = 1):
         eng = scenario.engine
         self.oracle = oracle
+        # Ranks stepping together: every step is the group's, its other ranks decoding.
+        self.group = group
         self.width = width
         self.ctx = moments.decode_context
         self.mixed = eng.scheduler == "unified"
@@ -192,15 +195,33 @@ class _Prices:
             from inferasim.cost.oracle import StepBatch
 
             batch = StepBatch(decode_context=np.full(n, self.ctx), width=self.width)
-            self._decode[n] = self.oracle.step(batch).seconds
+            self._decode[n] = self._step(batch, n)
         return self._decode[n]
+
+    def _step(self, batch, n: int) -> float:
+        return self._cost(batch, n)[0]
+
+    def _cost(self, batch, n: int) -> tuple[float, float]:
+        """One scheduler's step ``batch`` and the attention in it; in a lockstep group, the
+        group step with the other ranks each decoding ``n`` sequences (its attention is
+        the slowest rank's)."""
+        if self.group == 1:
+            cost = self.oracle.step(batch)
+        else:
+            from inferasim.cost.oracle import StepBatch
+
+            others = StepBatch(decode_context=np.full(n, self.ctx), width=self.width)
+            cost = self.oracle.step_group([batch] + [others] * (self.group - 1))
+        attn = sum(v for k, v in cost.breakdown.items() if k.startswith("attn_"))
+        return cost.seconds, attn
 
     def decode_step(self, b: float) -> float:
         """Seconds of a decode step with ``b`` sequences (b may be fractional)."""
         return float(self._interp(self._decode_at, b))
 
-    def _prefill_at(self, n: int) -> tuple[float, float, float, float]:
-        """A mean request's prefill with ``n`` sequences decoding, as four figures:
+    def _prefill_at(self, n: int) -> tuple[float, float, float, float, float]:
+        """A mean request's prefill with ``n`` sequences decoding, as four figures (and, for
+        a lockstep group, how much of the first is the prefilling rank's attention):
 
         the engine seconds it adds (beside the decode batch, or all of it when prefill steps
         exclude decode); its span (the sum of the steps it is in); and the first and second
@@ -212,29 +233,35 @@ class _Prices:
         from inferasim.cost.oracle import StepBatch
 
         decode = np.full(n, self.ctx) if self.mixed else np.zeros(0)
-        base = self.oracle.step(StepBatch(decode_context=decode, width=self.width)).seconds \
-            if self.mixed and n else 0.0
+        # What the engine would have spent anyway: its decode step (mixed), or in a lockstep
+        # group the group's decode step (the other ranks decode through the prefill).
+        anyway = (self.mixed or self.group > 1) and n
+        base, base_attn = self._cost(StepBatch(decode_context=np.full(n, self.ctx),
+                                               width=self.width), n) if anyway else (0.0, 0.0)
         budget = max(1, self.batched_tokens - n * self.width) if self.mixed else self.chunk_size
-        added = span = service_sum = service_sq = 0.0
+        added = span = service_sum = service_sq = attn_added = 0.0
         for tail, cached in self.reps:
             done = service = 0.0
             while done < tail:
                 chunk = min(budget, tail - done)
                 last = done + chunk >= tail
-                step = self.oracle.step(StepBatch(
+                step, attn = self._cost(StepBatch(
                     prefill_tokens=np.array([chunk]), prefill_resident=np.array([cached + done]),
-                    prefill_samples=int(last), decode_context=decode, width=self.width)).seconds
+                    prefill_samples=int(last), decode_context=decode, width=self.width), n)
                 added += step - base
+                attn_added += attn - base_attn
                 span += step
                 service += step * chunk / budget
                 done += chunk
             service_sum += service
             service_sq += service * service
         k = len(self.reps)
-        self._prefill[n] = (added / k, span / k, service_sum / k, service_sq / k)
+        self._prefill[n] = (added / k, span / k, service_sum / k, service_sq / k,
+                            attn_added / k)
         return self._prefill[n]
 
-    def prefill(self, b: float) -> tuple[float, float, float, float]:
+    def prefill(self, b: float) -> tuple[float, ...]:
+        """``_prefill_at``'s figures at a fractional batch."""
         return tuple(float(v) for v in self._interp(self._prefill_at, b))
 
 
@@ -260,10 +287,27 @@ def _state(b: float, n_clients: float | None, m: WorkloadMoments, prices: _Price
     # What a request sees of the others: the arrival theorem (closed loop) or PASTA (open).
     others = b * (n_clients - 1) / n_clients if n_clients else b
     t_seen = prices.decode_step(1.0 + others)
-    added, span, service, service_sq = prices.prefill(others)
+    added, span, service, service_sq, attn_added = prices.prefill(others)
     d0 = (m.output_mean - 1.0) / advance * t_seen
-    x = b / (d0 + b * added) if b > 0 else 0.0
-    share = x * added
+    g = prices.group
+    if g == 1 or b <= 0 or added <= 0:
+        x = b / (d0 + b * added) if b > 0 else 0.0
+        share = x * added
+    else:
+        # In a lockstep group every rank's prefills hold this rank's steps too. Their GEMM
+        # and MoE time adds up over the ranks (g x Delta_rest); their attention runs on each
+        # prefilling rank at once, so a step waits on it unless no rank prefills:
+        # 1 - (1 - x Delta_attn)^g of the time. Little on the decode phase then reads
+        # b (1 - share(x)) = x d0, whose one root in x is found by bisection.
+        rest = max(0.0, added - attn_added)
+        attn = added - rest
+
+        def group_share(v: float) -> float:
+            return min(1.0, g * v * rest + 1.0 - (1.0 - min(1.0, v * attn)) ** g)
+
+        x = _bisect(lambda v: v * d0 >= b * (1.0 - group_share(v)), 0.0,
+                    b / d0 if d0 > 0 else 1.0 / added)
+        share = group_share(x)
     tpot = t_seen / advance / max(1.0 - share, 1e-12)
     decode_s = (m.output_mean - 1.0) * tpot
     # The prefill lane (M/G/1, Pollaczek-Khinchine): utilisation from the mean service,
@@ -386,8 +430,11 @@ def project(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
     # trace, so that a sampling error in the session model is not read as an admission one.
     idle_context = scenario.workload.resident_tokens or m.idle_context
     retention = affinity
+    dp = scenario.parallel.dp_attention
+    group = (knobs.des_lockstep or dp) if dp > 1 else 1
+    per_rank = rank_scenario(scenario)  # the chunk and reserve each rank's scheduler runs
     for _ in range(RETENTION_PASSES):
-        prices = _Prices(scenario, oracle, m, retention, width)
+        prices = _Prices(per_rank, oracle, m, retention, width, group)
         st, ttft, saturated = _solve(load, m, prices, cap, advance)
         # Idle sessions keep their history only while the pool has room beside the running
         # batch and the shared prefixes; LRU drops the rest.
@@ -425,6 +472,7 @@ def project(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
         "saturated": saturated,
         "batch_cap": cap,
         "schedulers": engines,
+        "lockstep_group": group,
         "session_affinity": affinity,
         "oracle": dict(getattr(oracle, "calibration", {}) or {}).get("mode", "analytic"),
         "workload": {"requests_sampled": m.requests, "prompt_mean": m.prompt_mean,
