@@ -205,11 +205,7 @@ class CalibratedOracle:
             replicas = reg.replicas or 1
             batch = max(1, min(int(round(w.concurrency / replicas)),
                                self._running_cap(record, oracle)))
-            if self.rank_level:
-                # one rank's share of the anchor's batch, or a lockstep group's
-                share = self.group / oracle.scenario.parallel.dp_attention
-                batch = max(1, math.ceil(batch * share) if self.group == 1
-                            else round(batch * share))
+            batch = self._scheduled(batch, oracle)
             measured = float(step)
             if "tpot" in (basis or "") and w.osl > 1 and reg.spec_method in (None, "none"):
                 # A step read from TPOT carries the stalls the other clients' prefills caused,
@@ -358,7 +354,7 @@ class CalibratedOracle:
         wait behind the decode step in flight and for the scheduler's next read of new
         requests, the closed loop its prompts queue in, and the wait for a running slot when
         it had more clients than slots."""
-        oracle, _ = self._anchor_oracle(record)
+        oracle, key = self._anchor_oracle(record)
         w = record.workload
         isl = int(w.isl)
         prefill = self._lone_prefill(record)
@@ -366,9 +362,11 @@ class CalibratedOracle:
         others = clients - 1
         wait = 0.0
         if others and self.points:
-            ctx = isl + w.osl / 2.0
-            step = self.decode_ratio(others) * oracle.step(
-                StepBatch(decode_context=np.full(others, ctx), width=self.width)).seconds
+            # the step in flight, as the replay prices it: the decoding others, shared over
+            # the ranks where attention-DP ranks are simulated (a rank's, or its group's)
+            batch = self._scheduled(others, oracle)
+            step = self.decode_ratio(batch) * self._anchor_step(
+                oracle, AnchorPoint("", batch, isl + w.osl / 2.0, 0.0, key), self.width)
             # half the step in flight, then (SGLang's receive interval) the whole steps left
             # to the scheduler's next read, (interval - 1) / 2 of them on average
             wait = 0.5 * step * (record.regime.scheduler_recv_interval or 1)
@@ -380,6 +378,9 @@ class CalibratedOracle:
             # every slot turns over once per decode; each client's round then takes
             # clients / slots of them, and the rest of it is spent waiting for a slot
             slot_wait = decode_s * (clients / slots - 1.0)
+        if self.rank_level:
+            # a prompt queues behind the prompts of its own rank only
+            clients = max(1, math.ceil(clients / oracle.scenario.parallel.dp_attention))
         return TtftRow(float(isl), float(record.ttft_s), prefill, wait + slot_wait, clients,
                        decode_s)
 
@@ -423,6 +424,14 @@ class CalibratedOracle:
             log_ctx = np.array([float(np.mean(ctx_by_batch[int(b)])) for b in batches])
             self._tables[width] = (np.log(batches), ratios, log_ctx)
         return self._tables[width]
+
+    def _scheduled(self, batch: int, oracle: AnalyticOracle) -> int:
+        """An anchor's instance batch as the replay's oracle is asked it: whole, or under
+        attention-DP one rank's share (ranks apart) or a lockstep group's."""
+        if not self.rank_level:
+            return batch
+        share = self.group / oracle.scenario.parallel.dp_attention
+        return max(1, math.ceil(batch * share) if self.group == 1 else round(batch * share))
 
     def _anchor_step(self, oracle: AnalyticOracle, point: AnchorPoint, width: int) -> float:
         """The analytic step at an anchor's batch: one step of it, or, where ranks step
