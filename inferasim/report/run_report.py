@@ -27,6 +27,10 @@ def replay_summary(result) -> tuple[pd.DataFrame, dict[str, Any]]:
                         gpus=result.scenario.total_gpus,
                         calibration=result.calibration,
                         engine_stats=[e.stats for e in result.engines], evictions=evictions)
+    dp = sc.parallel.dp_attention
+    if dp > 1:
+        # how the ranks were stepped: together in groups (the engines' way) or apart
+        summary["lockstep_group"] = (result.knobs.des_lockstep or dp) if result.knobs else dp
     return frame, summary
 
 

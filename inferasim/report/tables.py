@@ -41,6 +41,11 @@ def summary_table(summary: dict[str, Any], title: str) -> str:
         if key == "requests_completed" and summary.get("requests_failed"):
             lines.append(f"{'requests refused':<{width}}  {summary['requests_failed']:d} "
                          f"(the first: {summary.get('requests_failed_example', '?')})")
+    group = summary.get("lockstep_group")
+    if group:
+        how = ("apart, each at its own batch" if group == 1 else
+               f"together in groups of {group}")
+        lines.append(f"{'attention-DP ranks':<{width}}  {how} (INFERASIM_DES_LOCKSTEP)")
     cal = summary.get("calibration", {})
     lines.append(f"{'calibration':<{width}}  {cal.get('mode', '?')}: {cal.get('note', '')}")
     # The calibration's warnings (a sweep short of the asked batch, a crossed build, an
