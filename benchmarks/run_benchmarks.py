@@ -24,8 +24,10 @@ speed swings as x4 does); fleet-x4 (the hour overlapped 4 times on
 exact-mooncake-hour (the step-exact reference mode). On request (--case) only:
 mooncake-2x8 and exact-mooncake-2x8, the hour on two routed instances, a load they serve,
 where most steps are decode only and macro-steps pay most (one instance is prefill-bound:
-nearly every step carries a prompt chunk, which no macro-step can skip); and
-exact-fixed-2048-512, the peers' shape step by step (512 decode steps a request).
+nearly every step carries a prompt chunk, which no macro-step can skip);
+exact-fixed-2048-512, the peers' shape step by step (512 decode steps a request); and
+dpa8-c256 with exact-dpa8-c256, DeepSeek-R1 on 8 x MI355X as 8 SGLang attention-DP ranks in
+lockstep (2,560 requests of 1k/1k at 256 clients): the group macro-steps' gain.
 """
 
 from __future__ import annotations
@@ -114,6 +116,13 @@ def _case_overrides(name: str) -> list[str] | None:
         # 2 s, ITL 20 ms, against 9 s and 120 ms on one), where most steps are decode only.
         return ["workload.format=mooncake", f"workload.trace={MOONCAKE}", *MOONCAKE_DEPLOYMENT,
                 "topology.instances=2", "topology.router=prefix-affinity"]
+    if name == "dpa8-c256":
+        # DeepSeek-R1 on 8 x MI355X as 8 SGLang attention-DP ranks stepping together: every
+        # step is a group step, and steady decode runs as group macro-steps.
+        return ["model.name=deepseek-r1", "gpu.name=mi355x", "parallel.tp=8", "parallel.ep=8",
+                "parallel.dp_attention=8", "engine.name=sglang", "workload.format=random",
+                "workload.isl=1024", "workload.osl=1024", "workload.concurrency=256",
+                "workload.max_requests=2560", "workload.duration_s=100000"]
     if name.startswith("exact-"):
         return [*_case_overrides(name.removeprefix("exact-")), "sim.exact_steps=true"]
     return None
@@ -207,7 +216,8 @@ CASES = ("fixed-2048-512", "mooncake-hour", "agentx-c32", "scaling-x1", "scaling
          "scaling-x4", "fleet-x4", "exact-mooncake-hour")
 # Asked for by name only (--case): the macro-step gain where decode-only steps dominate
 # (exact-fixed-2048-512 steps a million times: about a minute).
-EXTRA_CASES = ("mooncake-2x8", "exact-mooncake-2x8", "exact-fixed-2048-512")
+EXTRA_CASES = ("mooncake-2x8", "exact-mooncake-2x8", "exact-fixed-2048-512", "dpa8-c256",
+               "exact-dpa8-c256")
 
 
 def main() -> None:
@@ -241,7 +251,7 @@ def main() -> None:
     if {"scaling-x1", "fleet-x4"} <= set(by):
         print(f"fleet: 4x requests on 4 routed instances in "
               f"{by['fleet-x4']['wall_s'] / by['scaling-x1']['wall_s']:.2f}x the time")
-    for case in ("mooncake-hour", "mooncake-2x8", "fixed-2048-512"):
+    for case in ("mooncake-hour", "mooncake-2x8", "fixed-2048-512", "dpa8-c256"):
         if {case, f"exact-{case}"} <= set(by):
             print(f"macro-steps vs reference on {case}: "
                   f"{by[f'exact-{case}']['wall_s'] / by[case]['wall_s']:.1f}x faster"
