@@ -64,6 +64,10 @@ class Knobs:
     dpa_decode_dense: bool = False
     des_lockstep: int = 0
 
+    def lockstep_group(self, dp: int) -> int:
+        """Ranks per lockstep group of an instance of ``dp`` attention-DP ranks (0: all)."""
+        return self.des_lockstep or dp
+
     @classmethod
     def from_mapping(cls, env: Mapping[str, str], origin: str = "environment") -> Knobs:
         values = {}

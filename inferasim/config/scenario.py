@@ -291,6 +291,8 @@ class SimSpec:
     # scenario's folder, then the working directory); empty = the shipped anchors/; "none" =
     # no anchors, the analytic model alone.
     anchors: str = ""
+
+
 @attrs.frozen
 class ScenarioSpec:
     """The scenario file's own keys (before catalog resolution)."""

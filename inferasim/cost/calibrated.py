@@ -104,8 +104,8 @@ class CalibratedOracle:
         self.rank_level = rank_level
         # Ranks stepping together (INFERASIM_DES_LOCKSTEP): a step is priced at the group's
         # combined batch, so an anchor's step is read against its ranks' group step too.
-        dp = scenario.parallel.dp_attention
-        self.group = (self.knobs.des_lockstep or dp) if rank_level else 1
+        self.group = self.knobs.lockstep_group(scenario.parallel.dp_attention) \
+            if rank_level else 1
         self.analytic = self._analytic(scenario)
         self.width = scenario.speculative.verify_width
         spec = scenario.speculative
@@ -354,7 +354,7 @@ class CalibratedOracle:
         wait behind the decode step in flight and for the scheduler's next read of new
         requests, the closed loop its prompts queue in, and the wait for a running slot when
         it had more clients than slots."""
-        oracle, key = self._anchor_oracle(record)
+        oracle, _ = self._anchor_oracle(record)
         w = record.workload
         isl = int(w.isl)
         prefill = self._lone_prefill(record)
@@ -366,7 +366,7 @@ class CalibratedOracle:
             # the ranks where attention-DP ranks are simulated (a rank's, or its group's)
             batch = self._scheduled(others, oracle)
             step = self.decode_ratio(batch) * self._anchor_step(
-                oracle, AnchorPoint("", batch, isl + w.osl / 2.0, 0.0, key), self.width)
+                oracle, batch, isl + w.osl / 2.0, self.width)
             # half the step in flight, then (SGLang's receive interval) the whole steps left
             # to the scheduler's next read, (interval - 1) / 2 of them on average
             wait = 0.5 * step * (record.regime.scheduler_recv_interval or 1)
@@ -416,7 +416,7 @@ class CalibratedOracle:
             ctx_by_batch: dict[int, list[float]] = {}
             for p in self.points:
                 oracle = self._oracles[p.regime_key]
-                den = self._anchor_step(oracle, p, width)
+                den = self._anchor_step(oracle, p.batch, p.context, width)
                 by_batch.setdefault(p.batch, []).append(math.log(p.measured_s / den))
                 ctx_by_batch.setdefault(p.batch, []).append(math.log(max(p.context, 1.0)))
             batches = np.array(sorted(by_batch), dtype=np.float64)
@@ -433,16 +433,17 @@ class CalibratedOracle:
         share = self.group / oracle.scenario.parallel.dp_attention
         return max(1, math.ceil(batch * share) if self.group == 1 else round(batch * share))
 
-    def _anchor_step(self, oracle: AnalyticOracle, point: AnchorPoint, width: int) -> float:
-        """The analytic step at an anchor's batch: one step of it, or, where ranks step
-        together, the group step of its sequences shared out evenly over the group's ranks
-        (what ``step_group`` prices the replay's steps at)."""
+    def _anchor_step(self, oracle: AnalyticOracle, batch: int, context: float,
+                     width: int) -> float:
+        """The analytic step of an anchor's ``batch`` (``_scheduled``) at ``context``: one
+        step of it, or, where ranks step together, the group step of its sequences shared
+        out evenly over the group's ranks (what ``step_group`` prices the replay's steps at)."""
         if self.group == 1:
-            return oracle.step(StepBatch(decode_context=np.full(point.batch, point.context),
+            return oracle.step(StepBatch(decode_context=np.full(batch, context),
                                          width=width)).seconds
-        each, extra = divmod(point.batch, self.group)
+        each, extra = divmod(batch, self.group)
         return oracle.step_group([
-            StepBatch(decode_context=np.full(each + (i < extra), point.context), width=width)
+            StepBatch(decode_context=np.full(each + (i < extra), context), width=width)
             for i in range(self.group)]).seconds
 
     def decode_ratio(self, n: int, width: int | None = None) -> float:
@@ -541,7 +542,7 @@ class CalibratedOracle:
         if not self.calibrated:
             return whole
         n = sum(c.shape[1] for c in contexts if c is not None)
-        return self.decode_ratio(n, width) * whole + 0.0
+        return self.decode_ratio(n, width) * whole
 
     def _group_ratio(self, batches: list[StepBatch]) -> tuple[float, bool]:
         """The ratio a group step is transported by, and whether any rank prefills."""
@@ -649,6 +650,8 @@ SPEC_RATIO_BATCH_EXPONENT = 0.2
 # A decode stall (mean TPOT over median ITL) below this share of TPOT is not read as prefill
 # time: the ITL distribution's own skew puts the median that far below the mean.
 STALL_MIN_SHARE = 0.05
+
+
 def _decode_part(batch: StepBatch) -> StepBatch:
     """A mixed step's decodes alone: the part the decode ratio transports."""
     return StepBatch(decode_context=batch.decode_context, width=batch.width)

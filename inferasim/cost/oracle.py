@@ -224,22 +224,31 @@ class AnalyticOracle:
         if not self._linear:
             return self.step(batch).seconds
         n_decode = batch.decode_context.size
-        width = batch.width
-        # A step holds a few prefill chunks: Python floats beat numpy's per-call overhead.
-        chunks = batch.prefill_tokens.tolist()
-        tokens = float(int(sum(chunks)) + n_decode * width)
-        samples = float(batch.prefill_samples + n_decode * width)
+        tokens, samples, prefill, decode = self._linear_parts(batch)
         seconds = self._context_free_seconds(tokens, samples)
-        if chunks:
-            pairs = sum(c * r + c * (c + 1) / 2
-                        for c, r in zip(chunks, batch.prefill_resident.tolist(), strict=True))
-            seconds += self._coefficient_sum(("prefill", 0)) * pairs
-        if n_decode:
-            seconds += self._coefficient_sum(("decode", width)) * float(batch.decode_context.sum())
+        seconds += prefill
+        seconds += decode
         seconds += self.fixed_s
         if self.draft_tokens and n_decode:
             seconds += self._draft_seconds(n_decode)
         return seconds
+
+    def _linear_parts(self, batch: StepBatch) -> tuple[float, float, float, float]:
+        """(tokens, samples, prefill attention seconds, decode attention seconds) of a step
+        whose attention is linear in its work, in Python floats: a step holds a few prefill
+        chunks, and Python floats beat numpy's per-call overhead there."""
+        chunks = batch.prefill_tokens.tolist()
+        n_decode = batch.decode_context.size
+        width = batch.width
+        prefill = decode = 0.0
+        if chunks:
+            pairs = sum(c * r + c * (c + 1) / 2
+                        for c, r in zip(chunks, batch.prefill_resident.tolist(), strict=True))
+            prefill = self._coefficient_sum(("prefill", 0)) * pairs
+        if n_decode:
+            decode = self._coefficient_sum(("decode", width)) * float(batch.decode_context.sum())
+        return (float(int(sum(chunks)) + n_decode * width),
+                float(batch.prefill_samples + n_decode * width), prefill, decode)
 
     def _context_free_seconds(self, tokens: float, samples: float) -> float:
         """GEMM and collective seconds of a step of ``tokens`` (``samples`` sampled): what
@@ -285,19 +294,11 @@ class AnalyticOracle:
         tokens = samples = slowest = 0.0
         n_decode = 0
         for b in batches:
-            chunks = b.prefill_tokens.tolist()
-            nd = b.decode_context.size
-            tokens += int(sum(chunks)) + nd * b.width
-            samples += b.prefill_samples + nd * b.width
-            attn = 0.0
-            if chunks:
-                pairs = sum(c * r + c * (c + 1) / 2
-                            for c, r in zip(chunks, b.prefill_resident.tolist(), strict=True))
-                attn += self._coefficient_sum(("prefill", 0)) * pairs
-            if nd:
-                attn += self._coefficient_sum(("decode", b.width)) * float(b.decode_context.sum())
-                n_decode = max(n_decode, nd)
-            slowest = max(slowest, attn)
+            rank_tokens, rank_samples, prefill, decode = self._linear_parts(b)
+            tokens += rank_tokens
+            samples += rank_samples
+            slowest = max(slowest, prefill + decode)  # each rank attends its own sequences
+            n_decode = max(n_decode, b.decode_context.size)
         seconds = self._context_free_seconds(tokens, samples) + slowest + self.fixed_s
         if self.draft_tokens and n_decode:
             seconds += self._draft_seconds(n_decode)

@@ -30,7 +30,7 @@ def replay_summary(result) -> tuple[pd.DataFrame, dict[str, Any]]:
     dp = sc.parallel.dp_attention
     if dp > 1:
         # how the ranks were stepped: together in groups (the engines' way) or apart
-        summary["lockstep_group"] = (result.knobs.des_lockstep or dp) if result.knobs else dp
+        summary["lockstep_group"] = result.knobs.lockstep_group(dp)
     return frame, summary
 
 

@@ -65,7 +65,7 @@ def _instance(env: simpy.Environment, scenario: Scenario, knobs: Knobs, block_to
     if dp == 1:
         engine = EngineInstance(env, scenario, make_oracle(scenario, False), kv(), first_index)
         return engine, [engine]
-    lockstep = knobs.des_lockstep or dp  # 0: the whole instance steps together
+    lockstep = knobs.lockstep_group(dp)
     if dp % lockstep:
         raise ConfigError(f"INFERASIM_DES_LOCKSTEP={lockstep} must divide the attention-DP "
                           f"size {dp}", key="parallel.dp_attention", file=scenario.path)

@@ -179,8 +179,8 @@ class _Prices:
         order = np.argsort(tails, kind="stable")
         groups = np.array_split(order, min(PREFILL_REPRESENTATIVES, order.size))
         self.reps = [(float(tails[g].mean()), float(cached[g].mean())) for g in groups if g.size]
-        self._decode: dict[int, float] = {}
-        self._prefill: dict[int, tuple[float, float, float]] = {}
+        self._decode: dict[int, tuple[float, float]] = {}
+        self._prefill: dict[int, tuple[float, float, float, float, float]] = {}
 
     def _interp(self, fn: Callable[[int], Any], b: float):
         lo = max(0, int(math.floor(b)))
@@ -190,16 +190,17 @@ class _Prices:
             return a
         return a + frac * (np.asarray(fn(lo + 1), dtype=np.float64) - a)
 
-    def _decode_at(self, n: int) -> float:
+    def _decode_cost(self, n: int) -> tuple[float, float]:
+        """A decode step of ``n`` sequences and the attention in it (``_cost``)."""
         if n not in self._decode:
             from inferasim.cost.oracle import StepBatch
 
             batch = StepBatch(decode_context=np.full(n, self.ctx), width=self.width)
-            self._decode[n] = self._step(batch, n)
+            self._decode[n] = self._cost(batch, n)
         return self._decode[n]
 
-    def _step(self, batch, n: int) -> float:
-        return self._cost(batch, n)[0]
+    def _decode_at(self, n: int) -> float:
+        return self._decode_cost(n)[0]
 
     def _cost(self, batch, n: int) -> tuple[float, float]:
         """One scheduler's step ``batch`` and the attention in it; in a lockstep group, the
@@ -236,8 +237,7 @@ class _Prices:
         # What the engine would have spent anyway: its decode step (mixed), or in a lockstep
         # group the group's decode step (the other ranks decode through the prefill).
         anyway = (self.mixed or self.group > 1) and n
-        base, base_attn = self._cost(StepBatch(decode_context=np.full(n, self.ctx),
-                                               width=self.width), n) if anyway else (0.0, 0.0)
+        base, base_attn = self._decode_cost(n) if anyway else (0.0, 0.0)
         budget = max(1, self.batched_tokens - n * self.width) if self.mixed else self.chunk_size
         added = span = service_sum = service_sq = attn_added = 0.0
         for tail, cached in self.reps:
@@ -431,7 +431,7 @@ def project(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
     idle_context = scenario.workload.resident_tokens or m.idle_context
     retention = affinity
     dp = scenario.parallel.dp_attention
-    group = (knobs.des_lockstep or dp) if dp > 1 else 1
+    group = knobs.lockstep_group(dp) if dp > 1 else 1
     per_rank = rank_scenario(scenario)  # the chunk and reserve each rank's scheduler runs
     for _ in range(RETENTION_PASSES):
         prices = _Prices(per_rank, oracle, m, retention, width, group)
