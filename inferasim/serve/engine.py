@@ -549,9 +549,12 @@ class EngineInstance:
             k = self._steady_length(self.max_macro, allocated=False)
             if k < 2:
                 return
-            # the first step's pages now, as the scheduling pass would have grown them: a
-            # router reading this instance mid-step sees them held
-            self._grow_through(1)
+            if not self.solo:
+                # the first step's pages now, as the scheduling pass would have grown them: a
+                # router reading this instance mid-step sees them held (nobody reads a solo
+                # instance: the macro-step's end grows them with the rest, freeing the same
+                # LRU blocks)
+                self._grow_through(1)
             ran_all = yield from self._macro(_EVERY_DECODER, k)
             self.stats.continued_macro_steps += 1
             self._sample_occupancy()

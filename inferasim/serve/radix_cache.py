@@ -57,6 +57,8 @@ class RadixNode:
 
     __slots__ = (
         "keys",
+        "blocks",
+        "first_key",
         "parent",
         "children",
         "lock_ref",
@@ -70,7 +72,6 @@ class RadixNode:
     )
 
     def __init__(self, keys: np.ndarray, parent: RadixNode | None, uid: int, now: float):
-        self.keys = keys
         self.parent = parent
         self.children: dict[int, RadixNode] = {}
         self.lock_ref = 0
@@ -82,15 +83,16 @@ class RadixNode:
         self.held = True  # False once its memory went back to the pool
         self.orphan = False  # held, but cut off from the root (recency only)
         # Bumped whenever the edge's keys change or the node leaves the tree (peek witnesses).
-        self.shape = 0
+        self.shape = -1
+        self.reshape(keys)
 
-    @property
-    def blocks(self) -> int:
-        return len(self.keys)
-
-    @property
-    def first_key(self) -> int:
-        return int(self.keys[0])
+    def reshape(self, keys: np.ndarray) -> None:
+        """Set the edge's keys; its length and first key are kept beside them because every
+        walk, lock and eviction reads them (an attribute read, not a call)."""
+        self.keys = keys
+        self.blocks = len(keys)
+        self.first_key = int(keys[0]) if len(keys) else -1
+        self.shape += 1
 
     def __repr__(self) -> str:
         return (
@@ -162,8 +164,11 @@ EVICTION_POLICIES: Mapping[str, type[LeafLRU] | type[RecencyLRU]] = MappingProxy
 
 
 def _common_blocks(edge: np.ndarray, keys: np.ndarray) -> int:
-    """Length of the common prefix of two key arrays, in one vectorised comparison."""
+    """Length of the common prefix of two key arrays whose first keys agree (the child was
+    found by its first key), in one vectorised comparison."""
     n = min(len(edge), len(keys))
+    if n == 1:
+        return 1  # most edges hold one block once turns have split them: no array work
     differs = edge[:n] != keys[:n]
     first = int(differs.argmax()) if n else 0
     return first if n and differs[first] else n
@@ -361,8 +366,7 @@ class RadixCache:
         rest of this leaf's tail comes next, as LRU over its blocks would have it). Its
         priority (recency, uid) does not change, so its heap entry stays as it is."""
         tokens = take * self.block_tokens
-        node.keys = node.keys[: node.blocks - take]
-        node.shape += 1
+        node.reshape(node.keys[: node.blocks - take])
         self._evictable -= tokens
         self.pool.tree_to_free(tokens)
         self.stats.evictions += take
@@ -462,8 +466,7 @@ class RadixCache:
         if node.parent is not None:
             node.parent.children[head.first_key] = head
         head.children[int(node.keys[at])] = node
-        node.keys = node.keys[at:]
-        node.shape += 1
+        node.reshape(node.keys[at:])
         node.parent = head
         node.depth += at
         self._nodes.add(head)

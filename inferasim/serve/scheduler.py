@@ -88,12 +88,13 @@ def grow_rows(eng: EngineInstance, rows: np.ndarray, context: np.ndarray) -> boo
     whatever the order (eviction frees the same LRU blocks), so they are taken at once."""
     dec = eng.decoding
     tree = dec.tree[rows]
-    delta = eng.kv.page_deltas(context, tree, dec.cap[rows] - tree)
+    cap = dec.cap[rows]
+    delta = eng.kv.page_deltas(context, tree, cap - tree)
     if not eng.kv.take(int(delta.sum())):
         return False
     # The arrays hold the truth while a request decodes; its private count is written
     # back when it leaves the set or before a code path that reads it (DecodeSet.sync).
-    dec.cap[rows] += delta
+    dec.cap[rows] = cap + delta
     return True
 
 
