@@ -552,6 +552,36 @@ def test_ranks_in_lockstep_see_the_anchor_as_their_group_step(scenario, group):
     assert sorted(oracle.calibration["decode_ratio"]) == sorted(c * size // 8 for c in MEASURED)
 
 
+def test_ranks_in_lockstep_read_a_closed_loops_prompts_as_a_wave(scenario):
+    # Fixed-length clients of ranks stepping together send their prompts at once, and every
+    # group step runs the GEMMs over all the ranks' chunks: an anchor's TTFT is then its
+    # frontend latency plus that wave. Anchors built so (TTFT = 0.3 s + the analytic wave)
+    # must read 0.3 s of frontend latency at each load; read as lone prefills queued per
+    # rank, the wave would stay in the latency and a replay would add it again.
+    from inferasim.config.loader import rank_scenario
+
+    dpa = attrs.evolve(scenario, parallel=attrs.evolve(scenario.parallel, dp_attention=8))
+    budget = rank_scenario(dpa).engine.chunked_prefill_size
+    assert 2 * ISL <= budget  # at c16 each rank's two prompts go in one step
+    lockstep = AnalyticOracle(dpa, rank_level=True)
+
+    def wave(clients: int) -> float:
+        prompts = clients // 8 or 1
+        rank = StepBatch(prefill_tokens=np.full(prompts, float(ISL)),
+                         prefill_resident=np.zeros(prompts), prefill_samples=prompts)
+        return lockstep.step_group([rank] * min(clients, 8)).seconds
+
+    assert wave(16) > 4 * _analytic_prefill_seconds(lockstep, ISL)  # GEMMs over 16 prompts
+    latency = 0.3
+    store = AnchorStore([record(c, MEASURED.get(c, 0.012), dpa=8, ttft=latency + wave(c))
+                         for c in (4, 8, 16)])
+    oracle = CalibratedOracle(dpa, store, Knobs(), rank_level=True)
+    for c in (4, 8, 16):
+        assert oracle.frontend_latency(c) == pytest.approx(latency, rel=1e-9)
+    apart = CalibratedOracle(dpa, store, Knobs(des_lockstep=1), rank_level=True)
+    assert apart.frontend_latency(16) > latency + 0.5 * wave(16)
+
+
 def test_simulate_uses_the_shipped_anchors_and_keeps_injection(scenario):
     short = load_scenario(SCENARIO, ["workload.duration_s=30", "workload.concurrency=8",
                                      "workload.osl=512"])

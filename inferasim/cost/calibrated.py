@@ -69,6 +69,7 @@ import numpy as np
 
 from inferasim.arch.memory import memory_plan
 from inferasim.config.knobs import Knobs
+from inferasim.config.loader import rank_scenario
 from inferasim.config.paths import resolve_scenario_path
 from inferasim.config.scenario import ParallelSpec, Scenario
 from inferasim.cost.oracle import AnalyticOracle, StepBatch, StepCost
@@ -106,6 +107,8 @@ class CalibratedOracle:
         # combined batch, so an anchor's step is read against its ranks' group step too.
         self.group = self.knobs.lockstep_group(scenario.parallel.dp_attention) \
             if rank_level else 1
+        # A closed loop's clients reach ranks in lockstep in waves (``_wave_prefill``).
+        self._waves = self.group > 1
         self.analytic = self._analytic(scenario)
         self.width = scenario.speculative.verify_width
         spec = scenario.speculative
@@ -118,6 +121,7 @@ class CalibratedOracle:
         self._one_sided = spec.method == "none"
         self._oracles: dict[tuple, AnalyticOracle] = {}
         self._lone_prefills: dict[tuple, float] = {}
+        self._wave_prefills: dict[tuple, float] = {}
         self._pools: dict[tuple, int] = {}
         self._ratio_cache: dict[tuple[int, int], float] = {}
         self._notes: list[str] = []
@@ -185,6 +189,51 @@ class CalibratedOracle:
             seconds = self._lone_prefills[memo] = _analytic_prefill_seconds(oracle, memo[1])
         return seconds
 
+    def _wave_prefill(self, record, clients: int) -> float:
+        """Mean engine seconds from a wave's arrival to each of its prompts' first token, where
+        the anchor's ``clients`` closed-loop clients reach ranks that step together: with
+        fixed lengths every client finishes in the same step and sends its next prompt with
+        the others, each rank takes its share of them, and every group step runs the GEMMs
+        over all the ranks' chunks (a prompt alone on its rank still waits for theirs). The
+        ranks fill each step's token budget with their prompts' chunks in arrival order."""
+        oracle, key = self._anchor_oracle(record)
+        isl = int(record.workload.isl)
+        memo = (key, isl, clients)
+        seconds = self._wave_prefills.get(memo)
+        if seconds is not None:
+            return seconds
+        sc = rank_scenario(oracle.scenario)
+        eng = sc.engine
+        budget = max(1, int(eng.max_num_batched_tokens if eng.scheduler == "unified"
+                            else eng.chunked_prefill_size))
+        ranks = oracle.scenario.parallel.dp_attention
+        each, extra = divmod(clients, ranks)
+        # per busy rank, the tokens each of its prompts has computed
+        done = [[0] * (each + (r < extra)) for r in range(min(clients, ranks))]
+        clock, finished = 0.0, []
+        while any(d[-1] < isl for d in done):
+            batches, closing = [], 0
+            for rank in done:
+                chunks, resident, samples, room = [], [], 0, budget
+                for i, computed in enumerate(rank):
+                    if computed >= isl or room <= 0:
+                        continue
+                    c = min(isl - computed, room)
+                    chunks.append(float(c))
+                    resident.append(float(computed))
+                    room -= c
+                    rank[i] += c
+                    if rank[i] >= isl:
+                        samples += 1
+                batches.append(StepBatch(prefill_tokens=np.array(chunks),
+                                         prefill_resident=np.array(resident),
+                                         prefill_samples=samples))
+                closing += samples
+            clock += oracle.step_group(batches).seconds
+            finished += [clock] * closing
+        seconds = self._wave_prefills[memo] = float(np.mean(finished))
+        return seconds
+
     def _collect(self, usable) -> None:
         spec_target = self.scenario.speculative.method != "none"
         skipped_open, kv_assumed, accepted = [], False, []
@@ -237,7 +286,10 @@ class CalibratedOracle:
     def _modelled_stall(self, record, tpot: float) -> float:
         """Seconds per output token the other clients' prefills add to a TPOT, as the replay
         prices them (the analytic lone prefill of each prompt that arrives during a request's
-        decode), at most half the TPOT."""
+        decode), at most half the TPOT. None where the clients come in waves: their prompts
+        are prefilled between the decodes, not during them."""
+        if self._waves:
+            return 0.0
         stall = _arrivals_during_decode(record, tpot) * self._lone_prefill(record) \
             / (record.workload.osl - 1)
         return min(stall, 0.5 * tpot)
@@ -378,7 +430,11 @@ class CalibratedOracle:
             # every slot turns over once per decode; each client's round then takes
             # clients / slots of them, and the rest of it is spent waiting for a slot
             slot_wait = decode_s * (clients / slots - 1.0)
-        if self.rank_level:
+        if self._waves and clients > 1:
+            # the prompts come in a wave onto an idle group (``_wave_prefill``): their
+            # queueing is in the wave's steps, and no step is in flight
+            prefill, wait, clients = self._wave_prefill(record, clients), 0.0, 1
+        elif self.rank_level:
             # a prompt queues behind the prompts of its own rank only
             clients = max(1, math.ceil(clients / oracle.scenario.parallel.dp_attention))
         return TtftRow(float(isl), float(record.ttft_s), prefill, wait + slot_wait, clients,
