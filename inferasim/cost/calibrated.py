@@ -107,8 +107,6 @@ class CalibratedOracle:
         # combined batch, so an anchor's step is read against its ranks' group step too.
         self.group = self.knobs.lockstep_group(scenario.parallel.dp_attention) \
             if rank_level else 1
-        # A closed loop's clients reach ranks in lockstep in waves (``_wave_prefill``).
-        self._waves = self.group > 1
         self.analytic = self._analytic(scenario)
         self.width = scenario.speculative.verify_width
         spec = scenario.speculative
@@ -188,6 +186,11 @@ class CalibratedOracle:
         if seconds is None:
             seconds = self._lone_prefills[memo] = _analytic_prefill_seconds(oracle, memo[1])
         return seconds
+
+    @property
+    def _waves(self) -> bool:
+        """A closed loop's clients reach ranks in lockstep in waves (``_wave_prefill``)."""
+        return self.group > 1
 
     def _wave_prefill(self, record, clients: int) -> float:
         """Mean engine seconds from a wave's arrival to each of its prompts' first token, where
@@ -409,11 +412,17 @@ class CalibratedOracle:
         oracle, _ = self._anchor_oracle(record)
         w = record.workload
         isl = int(w.isl)
-        prefill = self._lone_prefill(record)
         clients = max(1, int(w.concurrency or 1))
         others = clients - 1
+        wave = self._waves and others > 0
         wait = 0.0
-        if others and self.points:
+        if wave:
+            # the prompts come in a wave onto an idle group (``_wave_prefill``): their
+            # queueing is in the wave's steps, and no step is in flight
+            prefill = self._wave_prefill(record, clients)
+        else:
+            prefill = self._lone_prefill(record)
+        if others and self.points and not wave:
             # the step in flight, as the replay prices it: the decoding others, shared over
             # the ranks where attention-DP ranks are simulated (a rank's, or its group's)
             batch = self._scheduled(others, oracle)
@@ -430,15 +439,14 @@ class CalibratedOracle:
             # every slot turns over once per decode; each client's round then takes
             # clients / slots of them, and the rest of it is spent waiting for a slot
             slot_wait = decode_s * (clients / slots - 1.0)
-        if self._waves and clients > 1:
-            # the prompts come in a wave onto an idle group (``_wave_prefill``): their
-            # queueing is in the wave's steps, and no step is in flight
-            prefill, wait, clients = self._wave_prefill(record, clients), 0.0, 1
+        queued_behind = clients
+        if wave:
+            queued_behind = 1  # the wave's steps hold its queueing
         elif self.rank_level:
             # a prompt queues behind the prompts of its own rank only
-            clients = max(1, math.ceil(clients / oracle.scenario.parallel.dp_attention))
-        return TtftRow(float(isl), float(record.ttft_s), prefill, wait + slot_wait, clients,
-                       decode_s)
+            queued_behind = max(1, math.ceil(clients / oracle.scenario.parallel.dp_attention))
+        return TtftRow(float(isl), float(record.ttft_s), prefill, wait + slot_wait,
+                       queued_behind, decode_s)
 
     @property
     def frontend_modelled(self) -> bool:

@@ -299,10 +299,7 @@ class AnalyticOracle:
             samples += rank_samples
             slowest = max(slowest, prefill + decode)  # each rank attends its own sequences
             n_decode = max(n_decode, b.decode_context.size)
-        seconds = self._context_free_seconds(tokens, samples) + slowest + self.fixed_s
-        if self.draft_tokens and n_decode:
-            seconds += self._draft_seconds(n_decode)
-        return seconds
+        return self._group_seconds(tokens, samples, slowest, n_decode)
 
     def group_decode_steps(self, contexts: list[np.ndarray | None], width: int) -> np.ndarray:
         """``step_group_seconds`` of consecutive decode-only group steps, one per row of the
@@ -325,6 +322,12 @@ class AnalyticOracle:
             if nd:
                 slowest = np.maximum(slowest, coef * c.sum(axis=1))
                 n_decode = max(n_decode, nd)
+        return self._group_seconds(tokens, samples, slowest, n_decode)
+
+    def _group_seconds(self, tokens: float, samples: float, slowest, n_decode: int):
+        """A group step's seconds from its combined ``tokens`` (``samples`` sampled), its
+        slowest rank's attention (one figure, or one per step) and its largest decode batch:
+        one sum for the single group step and the run of them."""
         seconds = self._context_free_seconds(tokens, samples) + slowest + self.fixed_s
         if self.draft_tokens and n_decode:
             seconds += self._draft_seconds(n_decode)
