@@ -22,6 +22,11 @@ def test_loader_reads_the_whole_trace():
     assert trace.times_s[-1] == pytest.approx(3537.0, abs=1.0)
     assert int((trace.parent >= 0).sum()) == 3975  # implicit follow-ups (README figure)
     assert ideal_hit_rate(trace) == pytest.approx(0.374, abs=0.002)
+    # an open-loop replay skips the links and reads the same requests in the same order
+    unlinked = load_mooncake(shared_data(*TRACE), implicit_turns=False)
+    assert (unlinked.parent < 0).all()
+    assert np.array_equal(unlinked.order_s, trace.order_s)
+    assert np.array_equal(unlinked.input_tokens, trace.input_tokens)
 
 
 def _slice(tmp_path, n=1500):

@@ -46,7 +46,10 @@ def _number(row: dict, key: str, lineno: int, path: Path) -> float | None:
     return value
 
 
-def load_mooncake(path: Path) -> StampedTrace:
+def load_mooncake(path: Path, implicit_turns: bool = True) -> StampedTrace:
+    """The trace in stamp order. ``implicit_turns``: without sessions of its own, link each
+    request to the earlier one it extends (a replay as sessions, the trace statistics); an
+    open-loop replay reads no links, and finding them costs as much as parsing the file."""
     times, delays, ins, outs, ids, sessions = [], [], [], [], [], []
     for lineno, row in jsonl_records(path, "Mooncake"):
         try:
@@ -84,6 +87,8 @@ def load_mooncake(path: Path) -> StampedTrace:
     explicit = any(s is not None for s in sessions)
     if explicit:
         parent = _session_parents(sessions, times, path)
+    elif not implicit_turns:
+        parent = [-1] * len(ins)
     else:
         # implicit turns follow the earlier request they extend: read in stamp order
         order = np.argsort(np.asarray(times), kind="stable")
@@ -133,6 +138,7 @@ def mooncake_source(scenario: Scenario, rng: np.random.Generator) -> StampedSour
     wl = scenario.workload
     if wl.rate_scale <= 0:
         raise ConfigError("expected a positive number", file=scenario.path, key="workload.rate_scale")
-    trace = load_mooncake(resolve_trace_path(wl.trace, scenario.path, fmt="mooncake"))
+    trace = load_mooncake(resolve_trace_path(wl.trace, scenario.path, fmt="mooncake"),
+                          implicit_turns=wl.mooncake_sessions)
     sessions = wl.mooncake_sessions or trace.explicit_sessions
     return StampedSource(trace, wl.rate_scale, wl.duration_s, sessions, wl.warmup_s)
