@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -180,6 +181,65 @@ def test_out_never_replaces_a_folder_inferasim_did_not_write(tmp_path):
     for _ in range(2):  # a new folder, then the earlier result replaced
         assert CliRunner().invoke(cli, ["run", *args, "--out", str(result)]).exit_code == 0
     assert (result / "summary.json").is_file()
+
+
+def test_out_refuses_the_current_folder_an_empty_path_and_a_link(tmp_path, monkeypatch):
+    # Each would have the replacement delete what the user did not name: the folder the shell
+    # stands in (or one holding it), or the link instead of where it points.
+    args = ["--set", "workload.duration_s=10"]
+    result = tmp_path / "result"
+    assert CliRunner().invoke(cli, ["run", *args, "--out", str(result)]).exit_code == 0
+    before = sorted(p.name for p in result.iterdir())
+    link = tmp_path / "link"
+    link.symlink_to(result)
+    monkeypatch.chdir(result)
+    for out, expected in ((".", "current folder"), (str(tmp_path), "current folder"),
+                          ("", "--out is empty"), (str(link), "symbolic link")):
+        refused = CliRunner().invoke(cli, ["run", *args, "--out", out])
+        assert refused.exit_code == 2 and expected in refused.output, (out, refused.output)
+    assert sorted(p.name for p in result.iterdir()) == before
+    asked = CliRunner().invoke(cli, ["run", *args, "--format", "parquet"])
+    assert asked.exit_code == 2 and "give --out too" in asked.output
+
+
+def test_a_replaced_result_keeps_the_old_one_until_the_new_one_is_in(tmp_path, monkeypatch):
+    # The old result is renamed aside, the new one renamed in, then the old one deleted: a
+    # failed rename puts the old one back whole, and the new folder has a result's mode.
+    import os
+
+    from inferasim.config.errors import ConfigError
+    from inferasim.report import atomic
+
+    out = tmp_path / "result"
+    out.mkdir()
+    (out / atomic.RESULT_MARKER).write_text("old")
+    real_replace = os.replace
+
+    def failing(src, dst):
+        if Path(src).name.startswith(".result-") and "-old-" not in Path(src).name:
+            raise OSError(28, "No space left on device")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(atomic.os, "replace", failing)
+    with pytest.raises(ConfigError, match="cannot replace the folder"):
+        with atomic.atomic_dir(out) as tmp:
+            (tmp / atomic.RESULT_MARKER).write_text("new")
+    assert (out / atomic.RESULT_MARKER).read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["result"]  # no placeholder, no temp
+    monkeypatch.setattr(atomic.os, "replace", real_replace)
+    with atomic.atomic_dir(out) as tmp:
+        (tmp / atomic.RESULT_MARKER).write_text("new")
+    assert (out / atomic.RESULT_MARKER).read_text() == "new"
+    assert [p.name for p in tmp_path.iterdir()] == ["result"]
+    assert out.stat().st_mode & 0o077 == 0o777 & ~_umask() & 0o077
+
+
+def _umask() -> int:
+    import os
+
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def test_unreadable_inputs_are_one_line_errors(tmp_path):

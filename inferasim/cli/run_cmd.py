@@ -27,21 +27,24 @@ def run(scenario, overrides, as_json, out_dir, out_format, **flags):
     from inferasim.report.tables import summary_table
     from inferasim.serve.simulation import simulate
 
-    if out_dir:
+    if out_dir is not None:
         check_out_dir(out_dir)  # before the replay: refuse a folder the result would clobber
-    resolved = resolve_scenario(scenario, overrides, **flags)
-    knobs = Knobs.from_env()
-    started = time.perf_counter()
-    result = simulate(resolved, knobs)
-    frame, summary = replay_summary(result)
-    summary["wall_s"] = time.perf_counter() - started
-    if out_dir:
         if out_format == "parquet":
             try:
                 import pyarrow  # noqa: F401
             except ImportError:
                 raise click.UsageError("--format parquet needs pyarrow (pip install "
                                        "'inferasim[parquet]')") from None
+    elif out_format != "csv":
+        raise click.UsageError("--format chooses the format of the rows --out writes; "
+                               "give --out too")
+    resolved = resolve_scenario(scenario, overrides, **flags)
+    knobs = Knobs.from_env()
+    started = time.perf_counter()
+    result = simulate(resolved, knobs)
+    frame, summary = replay_summary(result)
+    summary["wall_s"] = time.perf_counter() - started
+    if out_dir is not None:
         write_outputs(Path(out_dir), result, frame, summary, out_format)
     if as_json:
         click.echo(strict_json.dumps(summary))

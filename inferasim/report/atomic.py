@@ -19,8 +19,20 @@ RESULT_MARKER = "scenario.resolved.yaml"
 def check_out_dir(out_dir: str | Path) -> Path:
     """``out_dir`` may be written: absent, empty, or a result folder inferasim wrote before
     (which the new result replaces whole). Anything else would be deleted by the replacement,
-    so it is a ConfigError, raised before any work is done."""
+    so it is a ConfigError, raised before any work is done: so is the current folder or one
+    holding it (the replacement would pull the ground from under the shell), and a symbolic
+    link (replacing it would drop the link, not write where it points)."""
+    if not str(out_dir).strip():
+        raise ConfigError("--out is empty; name the folder to write the result to")
     out_dir = Path(out_dir)
+    if out_dir.is_symlink():
+        raise ConfigError(f"is a symbolic link (to {os.readlink(out_dir)}); name the folder "
+                          "itself", file=str(out_dir))
+    here = Path.cwd().resolve()
+    target = out_dir.resolve()
+    if target == here or target in here.parents:
+        raise ConfigError("is the current folder or holds it, which replacing it would "
+                          "delete; name another folder", file=str(out_dir))
     if out_dir.exists():
         if not out_dir.is_dir():
             raise ConfigError("exists and is not a folder; name a new or empty folder",
@@ -37,22 +49,47 @@ def check_out_dir(out_dir: str | Path) -> Path:
 def atomic_dir(out_dir: str | Path) -> Iterator[Path]:
     """Yield a temporary folder; on success it replaces ``out_dir`` (``check_out_dir``: only
     an empty folder or an earlier result), on any failure it is removed and ``out_dir`` is
-    left as it was: never a half-written result."""
+    left as it was: never a half-written result, never a half-deleted old one (the old
+    folder is renamed aside, the new one renamed in, and only then the old one deleted)."""
     out_dir = check_out_dir(out_dir)
     parent = out_dir.resolve().parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-", dir=parent))
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp's private 0700 is not a result's mode
     except OSError as exc:
         raise _unwritable(out_dir, exc) from None
     try:
         yield tmp
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        os.replace(tmp, out_dir)
+        _swap_in(tmp, out_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _swap_in(new: Path, out_dir: Path) -> None:
+    old = None
+    try:
+        if out_dir.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-old-", dir=new.parent))
+            os.replace(out_dir, old)  # onto the empty placeholder: one rename
+        os.replace(new, out_dir)
+    except OSError as exc:
+        if old is not None:
+            if out_dir.exists():
+                shutil.rmtree(old, ignore_errors=True)  # the placeholder: nothing moved
+            else:
+                os.replace(old, out_dir)  # the previous result goes back where it was
+        raise ConfigError(f"cannot replace the folder: {exc.strerror or exc}",
+                          file=str(out_dir)) from None
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def write_text_atomic(path: str | Path, text: str) -> Path:
