@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -338,6 +339,21 @@ def test_bad_anchor_files_name_file_and_key(tmp_path):
          "workload": {"isl": 1, "osl": 1}, "measurements": {}}]}))
     with pytest.raises(ConfigError, match=r"bad.json: anchors\[0\].regime.tp: expected an integer"):
         read_anchor_file(bad)
+    for section, key, value, words in (("regime", "tp", -4, "at least 1"),
+                                       ("workload", "concurrency", 0, "at least 1"),
+                                       ("measurements", "itl_median_s", math.inf, "finite"),
+                                       ("measurements", "ttft_median_s", math.nan, "finite")):
+        item = {"id": "x", "provenance": {"source": "t"}, "regime": {},
+                "workload": {"isl": 1, "osl": 1}, "measurements": {}}
+        item[section][key] = value
+        bad.write_text(json.dumps({"schema_version": 1, "anchors": [item]}))
+        with pytest.raises(ConfigError, match=rf"anchors\[0\].{section}.{key}: .*{words}"):
+            read_anchor_file(bad)
+    # what loading would refuse is refused before a file is written
+    with pytest.raises(ConfigError, match="regime.tp: expected a value of at least 1"):
+        write_anchor_file(tmp_path / "neg.json", [attrs.evolve(
+            make("n"), regime=attrs.evolve(make("n").regime, tp=-3))])
+    assert not (tmp_path / "neg.json").exists()
     old = tmp_path / "old.json"
     old.write_text(json.dumps({"schema_version": 99, "anchors": []}))
     with pytest.raises(ConfigError, match="schema_version 99"):

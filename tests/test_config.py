@@ -149,6 +149,12 @@ def test_scenario_key_reference_is_current():
     ("speculative.acceptance=1.5", "at most 1"),
     ("engine.mem_fraction=2", "at most 1"),
     ("workload.rate=0", "above 0"),
+    # NaN passes every comparison; a typo'd size would build clients or instances without end
+    ("workload.rate=.nan", "expected a finite number"),
+    ("engine.step_overhead_s=.inf", "expected a finite number"),
+    ("workload.duration_s=.nan", "expected a finite number"),
+    ("workload.concurrency=1e30", "at most 1e\\+06"),
+    ("topology.instances=0", "at least 1"),
 ])
 def test_out_of_range_numbers_are_refused(write_yaml, override, words):
     path = write_yaml("s.yaml", BASE)

@@ -12,7 +12,7 @@ from typing import Any
 import attrs
 
 from inferasim.config.errors import ConfigError
-from inferasim.config.typed import build_spec, spec_to_dict
+from inferasim.config.typed import above, at_least, between, build_spec, spec_to_dict
 
 SCHEMA_VERSION = 1
 
@@ -62,60 +62,60 @@ class Regime:
     weight_dtype: str | None = None
     kv_dtype: str | None = None
     spec_method: str | None = None
-    draft_tokens: int | None = None
-    acceptance: float | None = None
-    tp: int | None = None
-    ep: int | None = None
-    dp_attention: int | None = None
-    dcp: int | None = None
-    page_size: int | None = None
-    max_num_seqs: int | None = None
+    draft_tokens: int | None = attrs.field(default=None, metadata=at_least(0))
+    acceptance: float | None = attrs.field(default=None, metadata=between(0, 1))
+    tp: int | None = attrs.field(default=None, metadata=at_least(1))
+    ep: int | None = attrs.field(default=None, metadata=at_least(1))
+    dp_attention: int | None = attrs.field(default=None, metadata=at_least(1))
+    dcp: int | None = attrs.field(default=None, metadata=at_least(1))
+    page_size: int | None = attrs.field(default=None, metadata=at_least(1))
+    max_num_seqs: int | None = attrs.field(default=None, metadata=at_least(1))
     # SGLang ``--scheduler-recv-interval`` (decode steps between reads of new requests).
-    scheduler_recv_interval: int | None = None
+    scheduler_recv_interval: int | None = attrs.field(default=None, metadata=at_least(1))
     # GPUs the whole measurement ran on (divides server-wide throughput).
-    num_gpus: int | None = None
+    num_gpus: int | None = attrs.field(default=None, metadata=at_least(1))
     # Data-parallel replicas behind one endpoint (the client's concurrency is split over them).
-    replicas: int | None = None
+    replicas: int | None = attrs.field(default=None, metadata=at_least(1))
 
 
 @attrs.frozen
 class Workload:
-    isl: int
-    osl: int
+    isl: int = attrs.field(metadata=at_least(1))
+    osl: int = attrs.field(metadata=at_least(1))
     # Closed-loop clients; None for an open-loop or unbounded run.
-    concurrency: int | None = None
+    concurrency: int | None = attrs.field(default=None, metadata=at_least(1))
     # Requests per second for an open-loop run; None = as fast as the clients go.
-    request_rate: float | None = None
-    num_requests: int | None = None
+    request_rate: float | None = attrs.field(default=None, metadata=above(0))
+    num_requests: int | None = attrs.field(default=None, metadata=at_least(1))
     dataset: str | None = None
 
 
 @attrs.frozen
 class Measurements:
-    ttft_mean_s: float | None = None
-    ttft_median_s: float | None = None
-    ttft_p90_s: float | None = None
-    tpot_mean_s: float | None = None
-    tpot_median_s: float | None = None
+    ttft_mean_s: float | None = attrs.field(default=None, metadata=at_least(0))
+    ttft_median_s: float | None = attrs.field(default=None, metadata=at_least(0))
+    ttft_p90_s: float | None = attrs.field(default=None, metadata=at_least(0))
+    tpot_mean_s: float | None = attrs.field(default=None, metadata=at_least(0))
+    tpot_median_s: float | None = attrs.field(default=None, metadata=at_least(0))
     # Standard deviation of the per-request TPOT (its spread between requests).
-    tpot_std_s: float | None = None
-    itl_mean_s: float | None = None
-    itl_median_s: float | None = None
-    e2e_mean_s: float | None = None
+    tpot_std_s: float | None = attrs.field(default=None, metadata=at_least(0))
+    itl_mean_s: float | None = attrs.field(default=None, metadata=at_least(0))
+    itl_median_s: float | None = attrs.field(default=None, metadata=at_least(0))
+    e2e_mean_s: float | None = attrs.field(default=None, metadata=at_least(0))
     # The median request's, where a client records no mean (InferenceMAX's history).
-    e2e_median_s: float | None = None
+    e2e_median_s: float | None = attrs.field(default=None, metadata=at_least(0))
     # Tokens per second per GPU.
-    tput_per_gpu_total: float | None = None
-    tput_per_gpu_output: float | None = None
-    tput_per_gpu_input: float | None = None
+    tput_per_gpu_total: float | None = attrs.field(default=None, metadata=at_least(0))
+    tput_per_gpu_output: float | None = attrs.field(default=None, metadata=at_least(0))
+    tput_per_gpu_input: float | None = attrs.field(default=None, metadata=at_least(0))
     # Tokens per second for the whole server (when the GPU count is unknown).
-    server_tput_total: float | None = None
-    server_tput_output: float | None = None
+    server_tput_total: float | None = attrs.field(default=None, metadata=at_least(0))
+    server_tput_output: float | None = attrs.field(default=None, metadata=at_least(0))
     # Output tokens per second per user.
-    interactivity: float | None = None
+    interactivity: float | None = attrs.field(default=None, metadata=at_least(0))
     # Mean tokens accepted per speculative step, when the client reports it.
-    accept_length: float | None = None
-    completed: int | None = None
+    accept_length: float | None = attrs.field(default=None, metadata=at_least(0))
+    completed: int | None = attrs.field(default=None, metadata=at_least(0))
 
     @property
     def tpot_s(self) -> float | None:

@@ -79,6 +79,10 @@ def write_anchor_file(path: str | Path, records: Sequence[AnchorRecord],
     if generated_by:
         doc["generated_by"] = generated_by
     doc["anchors"] = [r.to_dict() for r in records]
+    for i, item in enumerate(doc["anchors"]):
+        # what loading the file will check, checked before it is written: an importer's row
+        # with a value out of range (a negative count, say) is refused here, not later
+        AnchorRecord.from_dict(item, file=str(path), key=f"anchors[{i}]")
     if path.suffix == ".json":
         text = json.dumps(doc, indent=1, allow_nan=False) + "\n"
     else:

@@ -13,6 +13,10 @@ from inferasim.cost.gpu import GpuSpec
 ENGINES = ("vllm", "sglang", "mori-sglang", "atom")
 WORKLOAD_FORMATS = ("synthetic", "random", "mooncake", "bailian", "agentx", "sessions")
 
+# Upper bounds that catch a mistyped size before it builds clients or instances without end.
+MAX_CONCURRENCY = 1_000_000
+MAX_INSTANCES = 4096
+
 
 @attrs.frozen
 class ModelRef:
@@ -210,7 +214,9 @@ class WorkloadSpec:
     osl: int = attrs.field(default=1024, metadata=at_least(1))
     # Random lengths drawn uniformly from [ratio x isl, isl] (and likewise osl); 1 = fixed.
     random_range_ratio: float = attrs.field(default=1.0, metadata=between(0.0, 1.0))
-    concurrency: int = attrs.field(default=8, metadata=at_least(1))
+    # bounded so that a typo (1e30) is an error, not a run that spawns clients until it
+    # exhausts memory; a million clients is past any single deployment's measured ladder
+    concurrency: int = attrs.field(default=8, metadata=between(1, MAX_CONCURRENCY))
     # Seconds of arrivals after the warm-up; None = 600 s for generated workloads, 1800 s for
     # agentic lanes (agentx, sessions: the harness's --benchmark-duration), the whole trace
     # for other recorded ones.
@@ -253,7 +259,7 @@ class WorkloadSpec:
 class PoolSpec:
     """One pool of a disaggregated deployment: its instances and what differs from the scenario."""
 
-    instances: int = 1
+    instances: int = attrs.field(default=1, metadata=between(1, MAX_INSTANCES))
     # Parallel layout and engine keys of this pool's instances, over the scenario's own.
     parallel: dict[str, int] = attrs.field(factory=dict)
     engine: dict[str, Any] = attrs.field(factory=dict)
@@ -263,7 +269,7 @@ class PoolSpec:
 class TopologySpec:
     kind: str = attrs.field(default="colocated", metadata=choices("colocated", "disaggregated"))
     # Colocated: identical engine instances behind one router.
-    instances: int = 1
+    instances: int = attrs.field(default=1, metadata=between(1, MAX_INSTANCES))
     router: str = attrs.field(default="least-loaded", metadata=choices(*ROUTERS))
     # How requests are spread over the attention-DP ranks of one instance: ``engine`` = the
     # engine's own policy (engine.dp_rank_router), or one of the routers by name.

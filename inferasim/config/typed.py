@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import math
 import types
 import typing
 from typing import Any
@@ -100,6 +101,10 @@ def _convert(tp: Any, value: Any, key: str, ctx: _Ctx) -> Any:
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ctx.fail(key, f"expected a number, got {value!r}")
+        if not math.isfinite(value):
+            # NaN passes every bound check (each comparison is false) and infinity breaks
+            # the arithmetic downstream: neither is a setting or a measurement
+            raise ctx.fail(key, f"expected a finite number, got {value!r}")
         return float(value)
     if tp is str:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -154,19 +159,30 @@ def _build(cls: type, data: dict[str, Any], prefix: str, ctx: _Ctx) -> Any:
             near = difflib.get_close_matches(str(value), allowed, n=1, cutoff=0.5)
             hint = f" (did you mean {near[0]!r}?)" if near else ""
             raise ctx.fail(dotted, f"expected one of {', '.join(allowed)}; got {value!r}{hint}")
-        low, over = field.metadata.get("min"), field.metadata.get("above")
-        if value is not None and low is not None and value < low:
-            raise ctx.fail(dotted, f"expected a value of at least {low:g}, got {value!r}")
-        if value is not None and over is not None and value <= over:
-            raise ctx.fail(dotted, f"expected a value above {over:g}, got {value!r}")
-        high = field.metadata.get("max")
-        if value is not None and high is not None and value > high:
-            raise ctx.fail(dotted, f"expected a value of at most {high:g}, got {value!r}")
+        wrong = out_of_bounds(field, value)
+        if wrong:
+            raise ctx.fail(dotted, wrong)
         kwargs[name] = value
     try:
         return cls(**kwargs)
     except (ValueError, TypeError) as exc:
         raise ctx.fail(prefix or cls.__name__, str(exc)) from None
+
+
+def out_of_bounds(field: attrs.Attribute, value: Any) -> str | None:
+    """What is wrong with a numeric ``value`` against ``field``'s bounds (``at_least``,
+    ``above``, ``between``), or None."""
+    if value is None:
+        return None
+    low, over = field.metadata.get("min"), field.metadata.get("above")
+    high = field.metadata.get("max")
+    if low is not None and value < low:
+        return f"expected a value of at least {low:g}, got {value!r}"
+    if over is not None and value <= over:
+        return f"expected a value above {over:g}, got {value!r}"
+    if high is not None and value > high:
+        return f"expected a value of at most {high:g}, got {value!r}"
+    return None
 
 
 def build_spec(cls: type, data: dict[str, Any], *, prefix: str = "", origins: Origins | None = None,

@@ -16,6 +16,7 @@ from inferasim.anchors import normalise as nz
 from inferasim.anchors.record import AnchorRecord, Provenance, Regime
 from inferasim.anchors.regime import settle
 from inferasim.config.errors import ConfigError
+from inferasim.config.typed import out_of_bounds
 
 _REGIME_FIELDS = {f.name: f for f in attrs.fields(Regime)}
 _PROVENANCE_KEYS = ("image", "engine_version", "run_url", "url", "date", "tool")
@@ -106,6 +107,9 @@ def check_hints(hints: Mapping[str, Any] | None) -> dict[str, Any]:
             value = as_int
         elif field is not None and value is not None and key == "acceptance":
             value = num(value)
+        wrong = out_of_bounds(field, value) if field is not None else None
+        if wrong:
+            raise ConfigError(wrong, key=f"--meta {key}")
         out[key] = value
     return out
 
