@@ -219,3 +219,29 @@ workload: {{format: agentx, trace: {path}, concurrency: 2, idle_cap_ms: 5000}}
     assert src.driver and src.duration_s == 1800.0 and src.block_tokens == 64
     assert src.idle_cap == 5.0
     assert src.corpus.n_trees <= 3
+
+
+@pytest.mark.parametrize("name, content, words", [
+    ("count.jsonl", '{"requests": 5}\n', "line 1: not an AgentX trace"),
+    ("list.jsonl", '{"id": "a", "requests": []}\n[1, 2]\n', "line 2: not an AgentX trace"),
+    ("entry.jsonl", '{"requests": [5]}\n', "line 1: not an AgentX trace"),
+    ("length.jsonl", '{"requests": [{"t": 0, "in": "x", "out": 5}]}\n', "invalid literal"),
+    ("cut.jsonl", '{"requests": [{"t": 0,\n', "line 1: not JSON"),
+    ("empty.jsonl", "\n", "no AgentX trace with requests"),
+    ("fake.jsonl.gz", "not gzip", "not a whole gzip file"),
+])
+def test_malformed_traces_are_errors_naming_the_file_and_line(tmp_path, name, content, words):
+    path = tmp_path / name
+    path.write_text(content)
+    with pytest.raises(ValueError, match=words) as err:
+        parse_agentx(path)
+    assert str(path) in str(err.value)
+
+
+def test_a_truncated_gzip_trace_is_an_error_not_an_abort(tmp_path):
+    whole = gzip.compress(("\n".join(json.dumps({"requests": [{"t": i, "in": 10, "out": 1}]})
+                                     for i in range(2000)) + "\n").encode())
+    path = tmp_path / "cut.jsonl.gz"
+    path.write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(ValueError, match="not a whole gzip file"):
+        parse_agentx(path)

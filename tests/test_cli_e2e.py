@@ -263,7 +263,13 @@ def test_unreadable_inputs_are_one_line_errors(tmp_path):
          "input_length >= 1"),
         (["run", "--set", "workload.format=mooncake", "--set", f"workload.trace={nan}"],
          "timestamp must be a finite number"),
+        # bytes that are not text name the file they are in, whatever reads them
+        (["run", "--set", "workload.format=mooncake", "--set", f"workload.trace={binary}"],
+         f"{binary}: line 1: not UTF-8 text"),
+        (["anchors", "list", str(binary.with_suffix(".json"))],
+         f"{binary.with_suffix('.json')}: expected an anchor file (JSON or YAML), found bytes"),
     ]
+    binary.with_suffix(".json").write_bytes(bytes(range(128, 256)))
     for args, needle in cases:
         result = CliRunner().invoke(cli, args)
         assert result.exit_code == 2, (args, result.output)

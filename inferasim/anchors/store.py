@@ -24,6 +24,7 @@ from inferasim.anchors.record import SCHEMA_VERSION, AnchorRecord
 from inferasim.anchors.regime import AxisMismatch, Target, compare, settle
 from inferasim.config.catalog import REPO_ROOT
 from inferasim.config.errors import ConfigError
+from inferasim.config.paths import read_text
 from inferasim.report.atomic import write_text_atomic
 
 DEFAULT_ANCHOR_DIR = REPO_ROOT / "anchors"
@@ -46,7 +47,7 @@ def read_anchor_file(path: str | Path) -> list[AnchorRecord]:
     path = Path(path)
     if not path.is_file():
         raise ConfigError("anchor file not found", file=str(path))
-    text = path.read_text()
+    text = read_text(path, "an anchor file (JSON or YAML)")
     try:
         data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (ValueError, yaml.YAMLError) as exc:

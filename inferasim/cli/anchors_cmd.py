@@ -11,6 +11,7 @@ import click
 
 from inferasim.cli.errors import ConfigErrorGroup
 from inferasim.config.errors import ConfigError
+from inferasim.config.paths import read_text
 
 
 @click.group(cls=ConfigErrorGroup)
@@ -78,7 +79,8 @@ def import_cmd(source: str, file: Path, out: Path, meta: tuple[str, ...], server
                               f"not {source}", key="--server-cmd")
         if not server_cmd.is_file():
             raise ConfigError("file not found", file=str(server_cmd), key="--server-cmd")
-        kwargs["server_args"] = nz.parse_server_command(server_cmd.read_text())
+        kwargs["server_args"] = nz.parse_server_command(
+            read_text(server_cmd, "a server launch command"))
     if include_disagg:
         if source != "inferencemax":
             raise ConfigError("--include-disagg applies to inferencemax only",

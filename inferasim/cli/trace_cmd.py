@@ -28,7 +28,8 @@ def stats(file, fmt, as_json):
         result = trace_stats(Path(file), fmt)
     except (ValueError, KeyError, json.JSONDecodeError) as exc:
         # the project's one-line error (exit 2), naming the file
-        raise ConfigError(f"not a {fmt or 'recognised'} trace: {exc}", file=file) from None
+        raise ConfigError(f"cannot read it as {fmt or 'the format detected'}: {exc}",
+                          file=file) from None
     if as_json:
         click.echo(json.dumps(result))
     else:

@@ -7,6 +7,16 @@ from pathlib import Path
 from inferasim.config.errors import ConfigError
 
 
+def read_text(path: str | Path, what: str = "a text file") -> str:
+    """A file's text; a file that is not UTF-8 is a ConfigError naming it (the decoder's
+    own error names no file)."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"expected {what}, found bytes that are not UTF-8 text "
+                          f"({exc.reason} at byte {exc.start})", file=str(path)) from None
+
+
 def resolve_scenario_path(named: str, scenario_path: str | None, *, key: str,
                           what: str) -> Path:
     """A relative path is taken against the scenario file's folder first, then the working

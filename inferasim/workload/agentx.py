@@ -28,6 +28,7 @@ import hashlib
 import json
 import math
 import os
+import zlib
 from bisect import bisect_left
 from collections.abc import Iterator
 from pathlib import Path
@@ -97,22 +98,31 @@ def cached_corpus(path: Path, kind: str, parse) -> TreeCorpus:
 # ---------------------------------------------------------------------------------------
 # Parsing
 # ---------------------------------------------------------------------------------------
-def iter_trace_dicts(path: Path) -> Iterator[dict]:
-    """Trace JSON objects from a .jsonl(.gz) file, a .json file or a folder of them."""
-    if path.is_dir():
-        for f in _trace_files(path):
-            with open(f, encoding="utf-8") as fh:
-                yield json.load(fh)
-        return
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as fh:
-        if path.name.endswith((".jsonl", ".jsonl.gz")):
-            for line in fh:
-                line = line.strip()
-                if line:
-                    yield json.loads(line)
-        else:
-            yield json.load(fh)
+def iter_trace_dicts(path: Path) -> Iterator[tuple[str, object]]:
+    """(where, decoded JSON) of each trace in a .jsonl(.gz) file, a .json file or a folder of
+    them; ``where`` names the file (and line) for an error. A record that is not JSON, or a
+    compressed file cut short or not compressed, is a ValueError saying where."""
+    files = _trace_files(path) if path.is_dir() else [path]
+    for f in files:
+        opener = gzip.open if f.suffix == ".gz" else open
+        try:
+            with opener(f, "rt", encoding="utf-8") as fh:
+                if f.name.endswith((".jsonl", ".jsonl.gz")):
+                    for lineno, line in enumerate(fh, 1):
+                        line = line.strip()
+                        if line:
+                            yield f"{f}: line {lineno}", _decoded(line, f"{f}: line {lineno}")
+                else:
+                    yield str(f), _decoded(fh.read(), str(f))
+        except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+            raise ValueError(f"{f}: not a whole gzip file ({exc})") from None
+
+
+def _decoded(text: str, where: str) -> object:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{where}: not JSON ({exc})") from None
 
 
 def _f(value, default: float = 0.0) -> float:
@@ -198,10 +208,18 @@ def parse_agentx(path: Path, limit: int | None = None) -> TreeCorpus:
     b = CorpusBuilder()
     counts = {k: 0 for k in ("traces", "empty_traces", "subagents", "orphans", "background",
                              "nested_dropped", "empty_subagents")}
-    for trace in iter_trace_dicts(path):
-        add_trace(b, trace, counts)
+    for where, trace in iter_trace_dicts(path):
+        try:
+            if not isinstance(trace, dict) or not isinstance(trace.get("requests") or [], list):
+                raise TypeError("expected an object whose 'requests' is a list")
+            add_trace(b, trace, counts)
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise ValueError(f"{where}: not an AgentX trace ({exc})") from None
         if limit is not None and counts["traces"] >= limit:
             break
+    if not counts["traces"]:
+        raise ValueError(f"no AgentX trace with requests in {path} (expected .json or .jsonl "
+                         "files of objects with a 'requests' list)")
     corpus = b.build()
     corpus.meta = {k: float(v) for k, v in counts.items()}
     return corpus

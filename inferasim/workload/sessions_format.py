@@ -104,7 +104,7 @@ def add_session(b: CorpusBuilder, session: dict, where: str, counts: dict[str, i
     """Append one session (a parsed JSON line) as a tree; False if it has no main turns."""
     if not isinstance(session, dict) or not isinstance(session.get("turns"), list):
         raise SessionFormatError(where, "a session is an object with a 'turns' list")
-    bt = int(session.get("block_tokens", DEFAULT_BLOCK_TOKENS))
+    bt = _num(session, "block_tokens", where, DEFAULT_BLOCK_TOKENS, integer=True)
     if bt <= 0:
         raise SessionFormatError(where, "block_tokens must be positive")
     prefixes = session.get("prefixes") or {}

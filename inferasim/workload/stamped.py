@@ -23,10 +23,20 @@ from inferasim.config.errors import ConfigError
 from inferasim.workload.request import Arrival, RequestSpec
 
 
+def _lines(fh, path: Path) -> Iterator[tuple[int, str]]:
+    lineno = 0
+    try:
+        for lineno, line in enumerate(fh, 1):
+            yield lineno, line
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"line {lineno + 1}: not UTF-8 text ({exc.reason}); expected a "
+                          "JSONL trace", file=str(path)) from None
+
+
 def jsonl_records(path: Path, kind: str) -> Iterator[tuple[int, dict]]:
     """(line number, record) for each non-blank line of a JSONL trace."""
     with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
+        for lineno, line in _lines(fh, path):
             if not line.strip():
                 continue
             try:

@@ -29,6 +29,7 @@ from inferasim.anchors.importers._common import (
 )
 from inferasim.anchors.record import AnchorRecord, Measurements, Provenance, Regime, Workload
 from inferasim.config.errors import ConfigError
+from inferasim.config.paths import read_text
 
 #: Server arguments kept on the record (the full dump holds ~400 keys).
 KEPT_SERVER_ARGS = (
@@ -111,7 +112,7 @@ def import_sglang_bench(path: str | Path, *, hints: Mapping[str, Any] | None = N
     path = need_file(path)
     hints = check_hints(hints)
     records = []
-    for i, line in enumerate(path.read_text().splitlines()):
+    for i, line in enumerate(read_text(path, "SGLang bench_serving JSONL").splitlines()):
         if not line.strip():
             continue
         try:
