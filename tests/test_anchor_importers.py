@@ -138,6 +138,18 @@ def test_grid_rejects_other_csv():
         import_grid(IMAX / "benchmarks_flat.csv")
 
 
+@pytest.mark.parametrize("importer, source", [
+    (import_inferencemax, IMAX / "benchmarks_flat.csv"),
+    (import_grid, DATA / "isl-concurrency-grid" / "token_position_decode_slo_results.csv"),
+])
+def test_a_csv_cut_short_mid_row_is_refused_not_imported_with_gaps(tmp_path, importer, source):
+    text = source.read_text()
+    cut = tmp_path / "cut.csv"
+    cut.write_text(text[: text.index("\n", len(text) // 2) - 40])  # the last row loses fields
+    with pytest.raises(ConfigError, match=r"cut.csv: line \d+: \d+ fields under a header of"):
+        importer(cut)
+
+
 # ---------------------------------------------------------------- vLLM bench serve
 
 VLLM = OUTPUTS / "vllm-bench-serve"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 import difflib
+import io
 import json
 import math
 import re
@@ -11,11 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import pandas as pd
 
 from inferasim.anchors import normalise as nz
 from inferasim.anchors.record import AnchorRecord, Provenance, Regime
 from inferasim.anchors.regime import settle
 from inferasim.config.errors import ConfigError
+from inferasim.config.paths import read_text
 from inferasim.config.typed import out_of_bounds
 
 _REGIME_FIELDS = {f.name: f for f in attrs.fields(Regime)}
@@ -40,6 +44,24 @@ def read_json(path: str | Path) -> Any:
         raise ConfigError(f"not valid JSON ({exc})", file=str(path)) from None
     except UnicodeDecodeError:
         raise ConfigError("not a text file", file=str(path)) from None
+
+
+def read_csv_whole(path: Path) -> pd.DataFrame:
+    """A results CSV as a frame, every row whole: a row with fewer fields than the header
+    (a file cut short mid-row) would otherwise import with its missing figures as NaN."""
+    text = read_text(path, "a CSV file")
+    rows = csv.reader(io.StringIO(text))
+    header = next(rows, None)
+    if not header:
+        raise ConfigError("empty CSV file (no header row)", file=str(path))
+    for row in rows:
+        if row and len(row) != len(header):
+            raise ConfigError(f"line {rows.line_num}: {len(row)} fields under a header of "
+                              f"{len(header)} (is the file cut short?)", file=str(path))
+    try:
+        return pd.read_csv(io.StringIO(text))
+    except (ValueError, pd.errors.ParserError) as exc:
+        raise ConfigError(f"not a readable CSV ({exc})".splitlines()[0], file=str(path)) from None
 
 
 def num(value: Any) -> float | None:

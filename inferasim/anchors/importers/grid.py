@@ -13,8 +13,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from inferasim.anchors.importers._common import (
     apply_hints,
     check_hints,
@@ -23,6 +21,7 @@ from inferasim.anchors.importers._common import (
     need_file,
     num,
     per_gpu,
+    read_csv_whole,
     regime_from_model_id,
     slug,
     unique_ids,
@@ -89,10 +88,7 @@ def import_grid(path: str | Path, *, hints: Mapping[str, Any] | None = None) -> 
     """Anchors from the ISL x concurrency grid CSV."""
     path = need_file(path)
     hints = check_hints(hints)
-    try:
-        frame = pd.read_csv(path)
-    except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"not a readable CSV ({exc})".splitlines()[0], file=str(path)) from None
+    frame = read_csv_whole(path)
     missing = [c for c in REQUIRED if c not in frame.columns]
     if missing:
         raise ConfigError(f"not an ISL x concurrency grid: missing column(s) {', '.join(missing)}",

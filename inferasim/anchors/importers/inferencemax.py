@@ -29,6 +29,7 @@ from inferasim.anchors.importers._common import (
     iso_date,
     need_file,
     num,
+    read_csv_whole,
     read_json,
     truthy,
     unique_ids,
@@ -44,11 +45,7 @@ TOOL = "InferenceX utils/bench_serving (vLLM benchmark_serving fork), random dat
 
 def _rows(path: Path) -> list[dict[str, Any]]:
     if path.suffix == ".csv":
-        try:
-            frame = pd.read_csv(path)
-        except (ValueError, pd.errors.ParserError) as exc:
-            raise ConfigError(f"not a readable CSV ({exc})".splitlines()[0], file=str(path)) from None
-        return frame.to_dict(orient="records")
+        return read_csv_whole(path).to_dict(orient="records")
     data = read_json(path)
     if isinstance(data, Mapping):
         data = [data]
