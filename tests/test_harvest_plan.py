@@ -230,6 +230,13 @@ def test_cli_config_error_is_one_line_and_exit_2(tmp_path):
     assert len(lines) == 1 and lines[0].startswith("inferasim: error:")
 
 
+@pytest.mark.parametrize("value", ["nan", "-5", "inf"])
+def test_cli_run_timeouts_are_finite_seconds_above_0(tmp_path, value):
+    result = CliRunner().invoke(harvest, ["run", str(tmp_path), "--health-timeout", value])
+    assert result.exit_code == 2
+    assert "expected a finite number of seconds above 0" in result.output
+
+
 def test_atom_client_pins_fixed_lengths_with_its_legacy_range_ratio():
     """ATOM's vendored client draws lengths in [ratio x L, L]: ratio 0 would send prompts of
     any length down to zero, so a prefill probe would measure nothing it is labelled with."""
@@ -252,6 +259,12 @@ def test_atom_client_pins_fixed_lengths_with_its_legacy_range_ratio():
     (lambda p: p["probes"][0].pop("id"), "probes[0].id"),
     (lambda p: p["probes"][1].update(argv=[]), "probes[1].argv"),
     (lambda p: p["probes"][0].update(result=3), "probes[0].result"),
+    (lambda p: p["server"].update(env=["A=1"]), "server.env"),
+    (lambda p: p.update(client={"env": "A=1"}), "client.env"),
+    (lambda p: p.update(capture=["nvidia-smi"]), "capture"),
+    (lambda p: p["capture"].update(gpu=["rocm-smi"]), "capture.gpu"),
+    (lambda p: p["server"].update(health_timeout_s="soon"), "server.health_timeout_s"),
+    (lambda p: p["server"].update(health_timeout_s=-5), "server.health_timeout_s"),
 ])
 def test_a_hand_edited_plan_is_refused_at_the_key_it_breaks(tmp_path, edit, key):
     # harvest run reads these nested keys; a plan missing one fails on reading, naming it,

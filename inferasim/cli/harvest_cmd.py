@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import shlex
 import sys
 from pathlib import Path
@@ -66,11 +67,30 @@ def plan_cmd(scenario: Path, out: Path, overrides: tuple[str, ...], repeats: int
                f"with: inferasim harvest run {out}", err=as_json)
 
 
+class _Seconds(click.ParamType):
+    """A timeout: a finite number of seconds above 0 (click's FloatRange lets NaN through,
+    and a NaN or negative wait would skip the waits)."""
+
+    name = "seconds"
+
+    def convert(self, value, param, ctx):
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"expected a number of seconds, got {value!r}", param, ctx)
+        if not math.isfinite(seconds) or seconds <= 0:
+            self.fail(f"expected a finite number of seconds above 0, got {value!r}", param, ctx)
+        return seconds
+
+
+_SECONDS = _Seconds()
+
+
 @harvest.command("run")
 @click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--health-timeout", type=float, help="Seconds to wait for the server's health.")
-@click.option("--probe-timeout", type=float, help="Seconds one probe may take.")
-@click.option("--stop-grace", type=float, default=15.0, show_default=True,
+@click.option("--health-timeout", type=_SECONDS, help="Seconds to wait for the server's health.")
+@click.option("--probe-timeout", type=_SECONDS, help="Seconds one probe may take.")
+@click.option("--stop-grace", type=_SECONDS, default=15.0, show_default=True,
               help="Seconds between SIGTERM and SIGKILL when stopping the server.")
 def run_cmd(folder: Path, health_timeout: float | None, probe_timeout: float | None,
             stop_grace: float) -> None:

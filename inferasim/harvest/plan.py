@@ -546,6 +546,32 @@ def _check_plan_shape(plan: dict[str, Any], path: str) -> None:
     if not isinstance(server.get("health_url"), str):
         raise ConfigError("expected the server's health URL", file=path,
                           key="server.health_url")
+    if "launch" in server and server["launch"] is not None and not _is_argv(server["launch"]):
+        raise ConfigError("expected a list of strings (the launch command)", file=path,
+                          key="server.launch")
+    timeout = server.get("health_timeout_s", 1800)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
+            or not math.isfinite(timeout) or timeout <= 0:
+        raise ConfigError(f"expected a number of seconds above 0, got {timeout!r}", file=path,
+                          key="server.health_timeout_s")
+    for key, env in (("server.env", server.get("env", {})),
+                     ("client.env", (plan.get("client") or {}).get("env", {})
+                      if isinstance(plan.get("client", {}), dict) else None)):
+        if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                for k, v in env.items()):
+            raise ConfigError("expected a mapping of variable names to string values",
+                              file=path, key=key)
+    capture = plan.get("capture", {})
+    if not isinstance(capture, dict):
+        raise ConfigError("expected a mapping (gpu: commands, version: a command)", file=path,
+                          key="capture")
+    gpu = capture.get("gpu", [])
+    if not isinstance(gpu, list) or not all(_is_argv(c) for c in gpu):
+        raise ConfigError("expected a list of commands (each a list of strings)", file=path,
+                          key="capture.gpu")
+    if capture.get("version", []) != [] and not _is_argv(capture.get("version")):
+        raise ConfigError("expected a command (a list of strings)", file=path,
+                          key="capture.version")
     probes = plan["probes"]
     if not isinstance(probes, list):
         raise ConfigError("expected a list of probes", file=path, key="probes")
