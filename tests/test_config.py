@@ -72,6 +72,9 @@ def test_catalog_fields_arrive_through_inheritance():
     (["parallel.tp=3"], "parallel.tp", "must divide"),
     (["model.name=deepseek-r1"], "parallel.tp", "weights need"),
     (["parallel.dp_attention=3", "parallel.tp=2"], "parallel.dp_attention", "must divide"),
+    (["engine.name=5"], "engine.name", "got 5; expected an engine name"),
+    (["engine.name=sglang", "engine.chunked_prefill_size=16000000"],
+     "engine.chunked_prefill_size", "leaves mem_fraction_static at -"),
 ])
 def test_bad_input_names_file_and_key(write_yaml, overrides, key, words):
     path = write_yaml("s.yaml", BASE)
@@ -153,7 +156,8 @@ def test_scenario_key_reference_is_current():
     ("workload.rate=.nan", "expected a finite number"),
     ("engine.step_overhead_s=.inf", "expected a finite number"),
     ("workload.duration_s=.nan", "expected a finite number"),
-    ("workload.concurrency=1e30", "at most 1e\\+06"),
+    ("workload.concurrency=1e30", "at most 1000000,"),
+    ("engine.page_size=1e9", "at most 65536,"),
     ("topology.instances=0", "at least 1"),
 ])
 def test_out_of_range_numbers_are_refused(write_yaml, override, words):

@@ -41,8 +41,10 @@ def resolve(data: dict[str, Any], origins: dict[str, str], path: str, *,
 
     engine_name = spec.engine.get("name")
     if not isinstance(engine_name, str):
-        raise ConfigError("missing required key (an engine name: vllm, sglang, mori-sglang, atom)",
-                          file=_origin(origins, "engine", path), key="engine.name")
+        what = "missing required key" if engine_name is None else f"got {engine_name!r}"
+        raise ConfigError(f"{what}; expected an engine name: vllm, sglang, mori-sglang, atom",
+                          file=_origin(origins, "engine.name", _origin(origins, "engine", path)),
+                          key="engine.name")
     edata, eorigins, _ = load_entry("engines", engine_name, key="engine.name",
                                     origin_file=_origin(origins, "engine.name", path))
     merged_engine = deep_merge(edata, spec.engine)
@@ -56,6 +58,16 @@ def resolve(data: dict[str, Any], origins: dict[str, str], path: str, *,
                         speculative=spec.speculative, workload=spec.workload, sim=spec.sim,
                         topology=spec.topology)
     derived = derived_defaults(scenario, spec.engine)
+    if derived.get("mem_fraction", 1.0) <= 0:
+        # SGLang's rule reserves memory for the chunk, the graphs and the draft before the
+        # pool: a chunk set too large leaves it nothing, which no TP degree would fix
+        raise ConfigError(
+            f"SGLang's rule leaves mem_fraction_static at {derived['mem_fraction']:g} for a "
+            f"chunked_prefill_size of {scenario.engine.chunked_prefill_size} on "
+            f"{gpu.name}: nothing for weights and KV; lower engine.chunked_prefill_size or "
+            "set engine.mem_fraction",
+            file=_origin(origins, "engine.chunked_prefill_size", path),
+            key="engine.chunked_prefill_size")
     if derived:
         scenario = attrs.evolve(scenario, engine=attrs.evolve(engine, **derived))
     if engine.scheduler_recv_interval > 1:

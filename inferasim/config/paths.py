@@ -33,6 +33,6 @@ def resolve_scenario_path(named: str, scenario_path: str | None, *, key: str,
     for cand in candidates:
         if cand.exists():
             return cand
-    raise ConfigError(f"{what} not found: {named} (looked in "
-                      f"{', '.join(str(c.parent) for c in candidates)})",
+    folders = dict.fromkeys(str(c.parent) for c in candidates)  # once each, in order
+    raise ConfigError(f"{what} not found: {named} (looked in {', '.join(folders)})",
                       key=key, file=scenario_path)

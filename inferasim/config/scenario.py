@@ -16,6 +16,8 @@ WORKLOAD_FORMATS = ("synthetic", "random", "mooncake", "bailian", "agentx", "ses
 # Upper bounds that catch a mistyped size before it builds clients or instances without end.
 MAX_CONCURRENCY = 1_000_000
 MAX_INSTANCES = 4096
+MAX_PAGE_TOKENS = 1 << 16
+MAX_STEP_TOKENS = 1 << 24  # tokens one step may batch
 
 
 @attrs.frozen
@@ -70,12 +72,13 @@ class EngineSpec:
     deployment_defaults: str = attrs.field(default="none", metadata=choices("none", "sglang"))
     # Activation peak, graphs and workspace kept out of the KV budget, GiB per GPU.
     reserve_gib: float = attrs.field(default=4.0, metadata=at_least(0))
-    page_size: int = attrs.field(default=16, metadata=at_least(1))
-    max_num_seqs: int = attrs.field(default=1024, metadata=at_least(1))
+    page_size: int = attrs.field(default=16, metadata=between(1, MAX_PAGE_TOKENS))
+    max_num_seqs: int = attrs.field(default=1024, metadata=between(1, MAX_CONCURRENCY))
     # The running limit speculative decoding brings when the scenario leaves max_num_seqs
     # unset (SGLang: 48 with an EAGLE-family draft, MTP included; None: no change).
     speculative_max_num_seqs: int | None = attrs.field(default=None, metadata=at_least(1))
-    max_num_batched_tokens: int = attrs.field(default=8192, metadata=at_least(1))
+    max_num_batched_tokens: int = attrs.field(default=8192,
+                                              metadata=between(1, MAX_STEP_TOKENS))
     # SGLang ``--scheduler-recv-interval``: busy with decode steps, the scheduler reads new
     # requests only every this many steps (at once after a prefill step or when idle); 1 =
     # every step, as vLLM and ATOM do.
@@ -84,7 +87,7 @@ class EngineSpec:
     # sends them (the first goes at once). Only the client-side ITL (itl_client_mean_ms)
     # sees it; a speculative step's tokens arrive together even at 1 (engines.md 8).
     stream_interval: int = attrs.field(default=1, metadata=at_least(1))
-    chunked_prefill_size: int = attrs.field(default=8192, metadata=at_least(1))
+    chunked_prefill_size: int = attrs.field(default=8192, metadata=between(1, MAX_STEP_TOKENS))
     # The pool the engine really allocated (tokens); overrides the memory model.
     kv_pool_tokens: int | None = attrs.field(default=None, metadata=at_least(1))
     # mori-sglang shards the MLA latent across attention-TP ranks; vLLM and SGLang replicate it.

@@ -177,12 +177,17 @@ def out_of_bounds(field: attrs.Attribute, value: Any) -> str | None:
     low, over = field.metadata.get("min"), field.metadata.get("above")
     high = field.metadata.get("max")
     if low is not None and value < low:
-        return f"expected a value of at least {low:g}, got {value!r}"
+        return f"expected a value of at least {_bound(low)}, got {value!r}"
     if over is not None and value <= over:
-        return f"expected a value above {over:g}, got {value!r}"
+        return f"expected a value above {_bound(over)}, got {value!r}"
     if high is not None and value > high:
-        return f"expected a value of at most {high:g}, got {value!r}"
+        return f"expected a value of at most {_bound(high)}, got {value!r}"
     return None
+
+
+def _bound(value: float) -> str:
+    """A bound as a user types it: a whole number in full (16777216, not 1.67772e+07)."""
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
 def build_spec(cls: type, data: dict[str, Any], *, prefix: str = "", origins: Origins | None = None,
