@@ -83,6 +83,8 @@ def test_import_with_meta_and_server_command(tmp_path):
      "unknown key"),
     (["import", "--from", "inferencemax", "__IMAX__", "--out", "__OUT__", "--meta", "tp=-3"],
      "--meta tp: expected a value of at least 1"),
+    (["import", "--from", "inferencemax", "__IMAX__", "--out", "__OUT__", "--meta", "tp=8",
+      "--meta", "tp=4"], "--meta tp: given twice"),
     (["import", "--from", "inferencemax", "__MISSING__", "--out", "__OUT__"], "file not found"),
     (["show", "no-such-anchor"], "no anchor 'no-such-anchor'"),
     (["check", "__MISSING__"], "file not found"),

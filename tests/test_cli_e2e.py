@@ -202,6 +202,19 @@ def test_out_refuses_the_current_folder_an_empty_path_and_a_link(tmp_path, monke
     assert asked.exit_code == 2 and "give --out too" in asked.output
 
 
+@pytest.mark.parametrize("args", [
+    ["trace", "synth", "--out", ""],
+    ["harvest", "plan", str(REPO / "scenarios" / "quickstart.yaml"), "--out", ""],
+    ["anchors", "import", "--from", "grid", "x.csv", "--out", ""],
+    ["trace", "synth", "--out", "x.jsonl", "--sessions", "1000000000"],
+])
+def test_an_empty_out_or_an_unbounded_size_is_a_usage_error(tmp_path, monkeypatch, args):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2 and "Invalid value" in result.output, result.output
+    assert not any(tmp_path.iterdir())  # nothing written where the shell stands
+
+
 def test_a_replaced_result_keeps_the_old_one_until_the_new_one_is_in(tmp_path, monkeypatch):
     # The old result is renamed aside, the new one renamed in, then the old one deleted: a
     # failed rename puts the old one back whole, and the new folder has a result's mode.
@@ -270,6 +283,9 @@ def test_unreadable_inputs_are_one_line_errors(tmp_path):
          f"{binary.with_suffix('.json')}: expected an anchor file (JSON or YAML), found bytes"),
     ]
     binary.with_suffix(".json").write_bytes(bytes(range(128, 256)))
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text('{"id": "s1", "turns": [{"id": "t1", "in": 5\n')
+    cases.append((["trace", "stats", str(cut)], "line 1: not JSON"))
     for args, needle in cases:
         result = CliRunner().invoke(cli, args)
         assert result.exit_code == 2, (args, result.output)

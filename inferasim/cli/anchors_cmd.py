@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from inferasim.cli.errors import ConfigErrorGroup
+from inferasim.cli.errors import ConfigErrorGroup, named_path
 from inferasim.config.errors import ConfigError
 from inferasim.config.paths import read_text
 
@@ -25,7 +25,11 @@ def _pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
         key, eq, value = item.partition("=")
         if not eq or not key.strip():
             raise ConfigError(f"expected KEY=VALUE, got {item!r}", key=option)
-        out[key.strip()] = value.strip()
+        key = key.strip()
+        if key in out and out[key] != value.strip():
+            raise ConfigError(f"given twice ({out[key]!r}, then {value.strip()!r}); give it once",
+                              key=f"{option} {key}")
+        out[key] = value.strip()
     return out
 
 
@@ -56,7 +60,8 @@ def _par(reg) -> str:
               type=click.Choice(["inferencemax", "grid", "vllm-bench", "sglang-bench", "aiperf"]),
               help="Which tool wrote FILE.")
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--out", "out", required=True, type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--out", "out", required=True, type=click.Path(dir_okay=False),
+              callback=named_path,
               help="Anchor file to write (.json or .yaml); written whole or not at all.")
 @click.option("--meta", "meta", multiple=True, metavar="KEY=VALUE",
               help="A fact the file does not state: a regime axis (gpu, engine, tp, ...) or "

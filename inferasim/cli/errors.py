@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
@@ -30,3 +31,14 @@ class ConfigErrorGroup(click.Group):
             click.echo(f"inferasim: error: {exc.filename}: cannot read: "
                        f"{exc.strerror or exc}", err=True)
             sys.exit(2)
+
+
+def named_path(ctx: click.Context, param: click.Parameter, value):
+    """A click callback for a path option (of type ``click.Path`` without ``path_type``: a
+    Path makes "" the current folder, where the command would then write its files): an
+    empty one is refused, any other returned as a Path."""
+    if value is None:
+        return None
+    if not str(value).strip():
+        raise click.BadParameter("is empty; name the file or folder to write", ctx, param)
+    return Path(value)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from inferasim.cli.errors import ConfigErrorGroup
+from inferasim.cli.errors import ConfigErrorGroup, named_path
 from inferasim.config.errors import ConfigError
 
 
@@ -21,8 +21,8 @@ def harvest() -> None:
 
 @harvest.command("plan")
 @click.argument("scenario", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--out", "out", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Folder for plan.json (harvest run executes there).")
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False),
+              callback=named_path, help="Folder for plan.json (harvest run executes there).")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Override a scenario key (repeatable).")
 @click.option("--repeats", default=1, show_default=True, type=int,

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from inferasim.cli.errors import named_path
 from inferasim.config.errors import ConfigError
 
 
@@ -38,8 +39,9 @@ def stats(file, fmt, as_json):
 
 @trace.command()
 @click.option("--out", "out", type=click.Path(dir_okay=False), required=True,
-              help="Where to write the sessions JSONL.")
-@click.option("--sessions", "n", type=click.IntRange(min=1), default=50, show_default=True,
+              callback=named_path, help="Where to write the sessions JSONL.")
+@click.option("--sessions", "n", type=click.IntRange(min=1, max=1_000_000), default=50,
+              show_default=True,
               help="Number of session trees.")
 @click.option("--seed", type=click.IntRange(min=0), default=42, show_default=True)
 @click.option("--subagent-frac", type=click.FloatRange(0.0, 1.0), default=None,

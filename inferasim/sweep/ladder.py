@@ -24,6 +24,7 @@ import yaml
 from inferasim.config.errors import ConfigError
 from inferasim.config.knobs import KNOBS, Knobs
 from inferasim.config.loader import load_scenario, scenario_to_dict
+from inferasim.config.overrides import OVERRIDE_ORIGIN
 from inferasim.config.scenario import Scenario
 from inferasim.report.atomic import atomic_dir
 from inferasim.workload.sources import GENERATED_DURATION_S
@@ -113,7 +114,13 @@ def build_ladder(scenario_path: str | None, overrides: Sequence[str], concurrenc
                 knobs = knobs.with_setting(f"{key}={value}", origin="--grid")
             else:
                 extra.append(f"{key}={value}")
-        scenario = resolve(scenario_path, list(overrides) + extra)
+        try:
+            scenario = resolve(scenario_path, list(overrides) + extra)
+        except ConfigError as exc:
+            # the grid's values reach the loader as overrides; a bad one is the grid's
+            if exc.file == OVERRIDE_ORIGIN and exc.key in dict(config):
+                raise ConfigError(exc.message, file="--grid", key=exc.key) from None
+            raise
         if concurrency is not None and scenario.workload.rate is not None:
             raise ConfigError("the scenario is open loop (workload.rate is set): a concurrency "
                               "ladder does not apply; sweep --grid workload.rate=... instead",

@@ -46,6 +46,17 @@ def _number(row: dict, key: str, lineno: int, path: Path) -> float | None:
     return value
 
 
+def _whole(row: dict, key: str) -> int:
+    """A token count: a whole number (100.5 or true is not one; int() would take either)."""
+    value = row[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"{key} must be a whole number, got {value!r}")
+    number = float(value)
+    if not number.is_integer():
+        raise ValueError(f"{key} must be a whole number, got {value!r}")
+    return int(number)
+
+
 def load_mooncake(path: Path, implicit_turns: bool = True) -> StampedTrace:
     """The trace in stamp order. ``implicit_turns``: without sessions of its own, link each
     request to the earlier one it extends (a replay as sessions, the trace statistics); an
@@ -53,7 +64,7 @@ def load_mooncake(path: Path, implicit_turns: bool = True) -> StampedTrace:
     times, delays, ins, outs, ids, sessions = [], [], [], [], [], []
     for lineno, row in jsonl_records(path, "Mooncake"):
         try:
-            prompt, output = int(row["input_length"]), int(row["output_length"])
+            prompt, output = _whole(row, "input_length"), _whole(row, "output_length")
             if "hash_ids" in row and row["hash_ids"] is not None:
                 keys = np.asarray(row["hash_ids"], dtype=np.int64).reshape(-1)
             else:

@@ -127,14 +127,17 @@ def detect_format(path: Path) -> str:
         return "agentx"
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt", encoding="utf-8") as fh:
-        for line in fh:
+        for lineno, line in enumerate(fh, 1):
             line = line.strip()
             if not line or line.startswith("#"):
                 continue
             try:
                 rec = json.loads(line)
-            except json.JSONDecodeError:
-                break
+            except json.JSONDecodeError as exc:
+                if path.suffix == ".json":
+                    break  # one JSON document over many lines: an AgentX trace
+                raise ValueError(f"line {lineno}: not JSON ({exc.msg}), so its format cannot "
+                                 "be told") from None
             if isinstance(rec, dict):
                 if "chat_id" in rec:
                     return "bailian"
