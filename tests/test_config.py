@@ -104,6 +104,13 @@ def test_unknown_top_level_key(write_yaml):
     assert str(path) in str(err.value)
 
 
+def test_a_key_given_twice_in_one_mapping_is_refused(write_yaml):
+    # YAML keeps the last silently: the value a reader sees first would not be the one run
+    path = write_yaml("s.yaml", BASE + "parallel:\n  tp: 1\n  tp: 2\n")
+    with pytest.raises(ConfigError, match=r"key 'tp' given twice \(lines \d+ and \d+\)"):
+        load_scenario(path)
+
+
 def test_error_names_the_file_that_set_the_value(write_yaml):
     base = write_yaml("base.yaml", BASE + "parallel: {tp: 3}\n")
     child = write_yaml("child.yaml", "extends: base.yaml\n")

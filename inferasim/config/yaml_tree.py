@@ -18,7 +18,22 @@ from inferasim.config.errors import ConfigError
 
 
 class _Loader(yaml.SafeLoader):
-    """SafeLoader that also reads ``3.35e12`` as a number (YAML 1.1 wants ``3.35e+12``)."""
+    """SafeLoader that also reads ``3.35e12`` as a number (YAML 1.1 wants ``3.35e+12``) and
+    refuses a key given twice in one mapping (YAML keeps the last silently, so the first
+    setting a user reads in the file would not be the one that runs)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} given twice (lines {seen[key]} and {line})",
+                    key_node.start_mark)
+            if isinstance(key, (str, int, float, bool)):
+                seen[key] = line
+        return super().construct_mapping(node, deep=deep)
 
 
 _Loader.add_implicit_resolver(
@@ -52,7 +67,9 @@ def read_yaml_mapping(path: Path) -> dict[str, Any]:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(f"not valid YAML{where}", file=str(path)) from None
+        problem = getattr(exc, "problem", None)
+        why = f": {problem}" if problem and "given twice" in problem else ""
+        raise ConfigError(f"not valid YAML{where}{why}", file=str(path)) from None
     if data is None:
         return {}
     if not isinstance(data, dict):
