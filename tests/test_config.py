@@ -50,7 +50,7 @@ def test_overrides_are_typed(write_yaml):
 
 
 def test_scientific_floats_read_as_numbers(write_yaml):
-    path = write_yaml("s.yaml", BASE + "engine: {name: vllm, step_overhead_s: 1e-4}\n")
+    path = write_yaml("s.yaml", BASE.replace("max_num_seqs: 64", "step_overhead_s: 1e-4"))
     assert load_scenario(path).engine.step_overhead_s == pytest.approx(1e-4)
 
 

@@ -207,6 +207,11 @@ def test_methods_an_engine_lacks_are_refused():
         make_plan("sglang", "dspark", 1)
     with pytest.raises(ConfigError, match="--draft-model"):
         make_plan("vllm", "eagle3", 1, draft_model=None)
+    # a draft model given without speculation would be dropped from the plan unsaid
+    with pytest.raises(ConfigError, match="--draft-model: a draft model is for speculative"):
+        make_plan("vllm", "none", 1, draft_model=DRAFT)
+    with pytest.raises(ConfigError, match="--target-isl: must be at least 1"):
+        make_plan("vllm", "none", 1, target_isl=0)
 
 
 def test_cli_plan_writes_and_prints(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import attrs
 import numpy as np
 import pytest
 import simpy
@@ -234,6 +235,11 @@ def test_pool_scenario_overrides_layout():
                               "topology.decode.parallel={dp_attention: 8}"])
     assert pool_scenario(sc, "decode").parallel.dp_attention == 8
     assert pool_scenario(sc, "prefill").parallel.dp_attention == 1
+    # a layout the pool sets wrong is named as the pool's key
+    bad = attrs.evolve(sc, topology=attrs.evolve(
+        sc.topology, prefill=attrs.evolve(sc.topology.prefill, parallel={"tp": 3})))
+    with pytest.raises(ConfigError, match="topology.prefill.parallel.tp: attention TP 3"):
+        pool_scenario(bad, "prefill")
 
 
 def test_compare_cli_per_gpu_rows():

@@ -125,8 +125,15 @@ def pool_scenario(scenario: Scenario, role: str, origins: dict[str, str] | None 
     out = attrs.evolve(scenario, parallel=par, engine=engine)
     from inferasim.arch.layout import check_layout
 
-    check_layout(out, {k.replace(f"{prefix}.", ""): v for k, v in origins.items()},
-                 scenario.path, check_fit=check_fit)
+    try:
+        check_layout(out, {k.replace(f"{prefix}.", ""): v for k, v in origins.items()},
+                     scenario.path, check_fit=check_fit)
+    except ConfigError as exc:
+        # the layout check names the scenario's keys; a value the pool sets is the pool's
+        axis = (exc.key or "").removeprefix("parallel.")
+        if exc.key and exc.key.startswith("parallel.") and axis in pool.parallel:
+            raise ConfigError(exc.message, file=exc.file, key=f"{prefix}.{exc.key}") from None
+        raise
     return out
 
 

@@ -164,6 +164,9 @@ def server_command(scenario: Any, *, model_path: str, host: str, port: int, trus
     if method and k < 1:
         raise ConfigError(f"speculative.method {method} needs speculative.draft_tokens >= 1",
                           key="speculative.draft_tokens")
+    if draft_model and not method:
+        raise ConfigError("a draft model is for speculative decoding; the scenario's "
+                          "speculative.method is none", key="--draft-model")
     if method == "eagle3" and not draft_model:
         raise ConfigError("EAGLE3 runs a separate draft model: give its path with --draft-model",
                           key="speculative.method")
@@ -389,6 +392,8 @@ def build_plan(scenario: Any, *, scenario_ref: str, overrides: list[str] | tuple
     """The plan (a JSON-ready dict) measuring the scenario's regime."""
     if repeats < 1:
         raise ConfigError("must be at least 1", key="--repeats")
+    if target_isl is not None and target_isl < 1:
+        raise ConfigError(f"must be at least 1, got {target_isl}", key="--target-isl")
     engine = scenario.engine.name
     tool = client or DEFAULT_CLIENT[engine]
     if tool not in CLIENTS:
