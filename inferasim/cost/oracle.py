@@ -246,7 +246,8 @@ class AnalyticOracle:
                         for c, r in zip(chunks, batch.prefill_resident.tolist(), strict=True))
             prefill = self._coefficient_sum(("prefill", 0)) * pairs
         if n_decode:
-            decode = self._coefficient_sum(("decode", width)) * float(batch.decode_context.sum())
+            decode = self._coefficient_sum(("decode", width)) \
+                * float(np.add.reduce(batch.decode_context))  # .sum() without its wrapper
         return (float(int(sum(chunks)) + n_decode * width),
                 float(batch.prefill_samples + n_decode * width), prefill, decode)
 
@@ -367,7 +368,7 @@ class AnalyticOracle:
             # Linear in context: step j costs the coefficients times the batch's total
             # context, sum(ctx0) + j * n * advance -- O(steps), whatever the batch size.
             grow = n * advance if np.isscalar(advance) else float(np.sum(advance))
-            total = float(ctx0.sum()) + grow * np.arange(steps, dtype=np.float64)
+            total = float(np.add.reduce(ctx0)) + grow * np.arange(steps, dtype=np.float64)
             return fixed + coef * total
         ctx = ctx0[None, :].astype(np.float64) \
             + np.arange(steps, dtype=np.float64)[:, None] * advance

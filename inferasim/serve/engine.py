@@ -429,7 +429,10 @@ class EngineInstance:
         else:
             rows = np.fromiter((r.row for r in step.decodes), np.int64, len(step.decodes))
             done = dec.add_steps(rows, steps)
-        if done.size:
+        if done.size == 1:
+            self._finish(dec.reqs[int(done[0])], now)
+        elif done.size:
+            # collected before any finishes: a finish moves the set's last row into its hole
             for req in sorted((dec.reqs[i] for i in done), key=lambda r: r.admitted_seq):
                 self._finish(req, now)
 
@@ -649,7 +652,7 @@ class EngineInstance:
             return False
         dec = self.decoding
         times = self.oracle.decode_steps(dec.context(), k, self._advances(), self.width)
-        ends = step_ends(t0, np.concatenate(([seconds], times)))
+        ends = step_ends(t0, times, first=seconds)
         done = yield from self._through(ends)  # the prefill step is followed by a read
         if done > 1:
             self.stats.settled_macro_steps += 1
@@ -703,10 +706,13 @@ def wait_through(env: simpy.Environment, ends: np.ndarray, holder):
     return done
 
 
-def step_ends(t0: float, seconds: np.ndarray) -> np.ndarray:
-    """End time of each of consecutive steps: added one at a time onto ``t0``, as the clock
-    does when each step is its own timeout."""
-    ends = np.empty(seconds.size + 1)
+def step_ends(t0: float, seconds: np.ndarray, first: float | None = None) -> np.ndarray:
+    """End time of each of consecutive steps (``first``, when given, then ``seconds``): added
+    one at a time onto ``t0``, as the clock does when each step is its own timeout."""
+    lead = 1 if first is None else 2
+    ends = np.empty(seconds.size + lead)
     ends[0] = t0
-    ends[1:] = seconds
+    if first is not None:
+        ends[1] = first
+    ends[lead:] = seconds
     return ends.cumsum()[1:]

@@ -90,7 +90,7 @@ def grow_rows(eng: EngineInstance, rows: np.ndarray, context: np.ndarray) -> boo
     tree = dec.tree[rows]
     cap = dec.cap[rows]
     delta = eng.kv.page_deltas(context, tree, cap - tree)
-    if not eng.kv.take(int(delta.sum())):
+    if not eng.kv.take(int(np.add.reduce(delta))):  # delta.sum() without its wrapper
         return False
     # The arrays hold the truth while a request decodes; its private count is written
     # back when it leaves the set or before a code path that reads it (DecodeSet.sync).
