@@ -244,15 +244,7 @@ def test_a_replaced_result_keeps_the_old_one_until_the_new_one_is_in(tmp_path, m
         (tmp / atomic.RESULT_MARKER).write_text("new")
     assert (out / atomic.RESULT_MARKER).read_text() == "new"
     assert [p.name for p in tmp_path.iterdir()] == ["result"]
-    assert out.stat().st_mode & 0o077 == 0o777 & ~_umask() & 0o077
-
-
-def _umask() -> int:
-    import os
-
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+    assert out.stat().st_mode & 0o077 == 0o777 & ~atomic._umask() & 0o077
 
 
 def test_unreadable_inputs_are_one_line_errors(tmp_path):
