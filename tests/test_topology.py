@@ -68,6 +68,18 @@ def test_disaggregated_ttft_has_its_parts_and_decode_runs_elsewhere():
     assert decode_engine.stats.prefill_steps == 0  # KV arrives: decode never prefills
 
 
+def test_disaggregated_summary_reports_each_pools_kv():
+    # the decode instance's pool as kv_pool_tokens, the prefill instance's apart (the summary
+    # gave only the decode pool's)
+    result, _, summary = run("topology.kind=disaggregated",
+                             "topology.decode.engine={mem_fraction: 0.6}")
+    prefill_engine, decode_engine = result.engines
+    assert decode_engine.kv.pool.capacity < prefill_engine.kv.pool.capacity
+    assert summary["kv_pool_tokens"] == decode_engine.kv.pool.capacity
+    assert summary["prefill_kv_pool_tokens"] == prefill_engine.kv.pool.capacity
+    assert "prefill_kv_pool_tokens" not in run()[2]
+
+
 def test_disaggregated_population_in_flight_does_not_collapse():
     """behaviour.md 4: with the prefill pool on the simulation clock, the decode pool runs
     at the batch the closed loop implies (almost every client is decoding)."""
@@ -227,6 +239,31 @@ def test_uncached_prompt_latency_is_ttft_only():
     uncached = np.minimum(a.prompt_tokens - a.cached_tokens, 1000)
     np.testing.assert_allclose(b.first_token_s - a.first_token_s, uncached * 10e-6, atol=1e-9)
     np.testing.assert_allclose(b.finish_s, a.finish_s, rtol=1e-12)
+
+
+def test_a_large_host_term_delivers_the_later_tokens_with_the_first():
+    # 100 us a prompt token outlasts a 4-token decode: the tokens decoded meanwhile reach
+    # the client with the first one, never before it (the finish used to come first and the
+    # TPOT turned negative)
+    lengths = ["workload.format=random", "workload.isl=1024", "workload.osl=4",
+               "workload.rate=4", "workload.duration_s=20"]
+    _, a, _ = run(*lengths)
+    _, b, s = run(*lengths, "engine.uncached_prompt_latency_us=100")
+    assert (b.finish_s >= b.first_token_s).all() and (b.first_token_s > a.first_token_s).all()
+    assert s["tpot_mean_ms"] >= 0 and (b.finish_s == np.maximum(a.finish_s, b.first_token_s)).all()
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_a_prompt_completed_beside_running_decodes_decodes_from_the_next_step(engine):
+    # vLLM mixes the step that completes a prompt with the running decodes; the prompt's
+    # first token is sampled there and its decode starts at the next step (a two-token
+    # request used to finish in the step that prefilled it, one step for free)
+    common = ["workload.format=random", "workload.isl=1024", "workload.osl=2", "workload.rate=4",
+              "workload.duration_s=30", f"engine.name={engine}"]
+    _, frame, _ = run(*common)
+    assert len(frame) > 50 and (frame.finish_s > frame.first_token_s).all()
+    _, exact, _ = run(*common, "sim.exact_steps=true")
+    np.testing.assert_allclose(exact.finish_s, frame.finish_s, rtol=1e-12)
 
 
 def test_pool_scenario_overrides_layout():

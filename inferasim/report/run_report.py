@@ -27,6 +27,9 @@ def replay_summary(result) -> tuple[pd.DataFrame, dict[str, Any]]:
                         gpus=result.scenario.total_gpus,
                         calibration=result.calibration,
                         engine_stats=[e.stats for e in result.engines], evictions=evictions)
+    if result.prefill_kv_pool_tokens is not None:
+        # kv_pool_tokens is then a decode instance's; the prefill instances size their own
+        summary["prefill_kv_pool_tokens"] = int(result.prefill_kv_pool_tokens)
     dp = sc.parallel.dp_attention
     if dp > 1:
         # how the ranks were stepped: together in groups (the engines' way) or apart

@@ -78,7 +78,9 @@ def summarize(frame: pd.DataFrame, *, window_start_s: float, horizon_s: float,
         "e2e_p75_s": _pct(e2e, 75),
         "e2e_p90_s": _pct(e2e, 90),
         "e2e_p95_s": _pct(e2e, 95),
-        "interactivity_tok_s": 1e3 / (_mean(tpot) * 1e3) if tpot.size else float("nan"),
+        # tokens per second a user sees; none when every later token came with the first
+        "interactivity_tok_s": 1e3 / (_mean(tpot) * 1e3) if tpot.size and _mean(tpot) > 0
+        else float("nan"),
         "prefix_hit_rate": hit,
         "kv_pool_tokens": int(kv_pool_tokens),
         "gpus": int(gpus),

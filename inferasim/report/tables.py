@@ -41,6 +41,10 @@ def summary_table(summary: dict[str, Any], title: str) -> str:
         if key == "requests_completed" and summary.get("requests_failed"):
             lines.append(f"{'requests refused':<{width}}  {summary['requests_failed']:d} "
                          f"(the first: {summary.get('requests_failed_example', '?')})")
+    if summary.get("prefill_kv_pool_tokens") is not None:
+        lines.append(f"{'KV pool, prefill (tokens)':<{width}}  "
+                     f"{summary['prefill_kv_pool_tokens']:,d} (the row above: a decode "
+                     "instance's)")
     group = summary.get("lockstep_group")
     if group:
         how = ("apart, each at its own batch" if group == 1 else

@@ -99,10 +99,16 @@ class DecodeSet:
         n = len(self.reqs)
         return self.gen_base[:n] + self.steps[:n] * self.adv[:n]
 
-    def add_steps(self, rows: np.ndarray | None, steps: int) -> np.ndarray:
-        """``steps`` more decode steps for the requests at ``rows`` (None: every row); returns
-        the rows that reached their output target."""
+    def add_steps(self, rows: np.ndarray | None, steps: int,
+                  first: int | None = None) -> np.ndarray:
+        """``steps`` more decode steps for the requests at ``rows`` (None: every row, or the
+        ``first`` rows: those added since come after them); returns the rows that reached
+        their output target."""
         self._context = None
+        if rows is None and first is not None and first < len(self.reqs):
+            self._next_finish = None
+            self.steps[:first] += steps
+            return (self.steps[:first] >= self.fin[:first]).nonzero()[0]
         if rows is None:
             n = len(self.reqs)
             self.steps[:n] += steps

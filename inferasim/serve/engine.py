@@ -389,6 +389,9 @@ class EngineInstance:
             self.stats.decode_steps += 1
         if now is None:
             now = self.env.now
+        # The step's decodes are the rows before it: a prompt it completes samples its first
+        # token in it and joins the set after them, to decode from the next step on.
+        decoders = len(self.decoding)
         for req, chunk in step.prefills:
             req.computed += chunk
             if req.computed >= req.target:
@@ -396,7 +399,7 @@ class EngineInstance:
             elif self._caches_chunks:
                 self.kv.chunk_done(req, req.computed, now)
         if step.decodes:
-            self._apply_decode(step, 1, now)
+            self._apply_decode(step, 1, now, decoders)
         if self._reserve_output and not step.prefills and step.decodes:
             self.new_token_ratio = max(self._ratio_min, self.new_token_ratio - self._ratio_decay)
         self._counted(1, bool(step.prefills))
@@ -422,10 +425,13 @@ class EngineInstance:
                 req.advance = self._advance_of(req.rid)
             self.decoding.add(req)
 
-    def _apply_decode(self, step: Step, steps: int, now: float) -> None:
+    def _apply_decode(self, step: Step, steps: int, now: float,
+                      decoders: int | None = None) -> None:
+        """``steps`` decode steps of the step's decodes; with every decoder in it, the first
+        ``decoders`` rows (None: all), the set's rows when the step was formed."""
         dec = self.decoding
         if step.all_decoders:
-            done = dec.add_steps(None, steps)
+            done = dec.add_steps(None, steps, decoders)
         else:
             rows = np.fromiter((r.row for r in step.decodes), np.int64, len(step.decodes))
             done = dec.add_steps(rows, steps)
@@ -446,7 +452,10 @@ class EngineInstance:
             self.decoding.remove(req)  # writes its final token count back
         self.kv.finish(req, now)
         self.running.remove(req)
-        req.finish = now
+        # The last token cannot reach the client before the first: tokens decoded while the
+        # host term (uncached_prompt_latency_us) still holds the first one back arrive with it.
+        # The engine's own time (its memory, the next step) is untouched: the term is TTFT's.
+        req.finish = req.first_token if now < req.first_token else now
         req.done.succeed(req)
 
     # -- macro-steps ----------------------------------------------------------------------

@@ -28,6 +28,7 @@ class SimResult:
     calibration: dict
     knobs: Knobs
     kv_pool_tokens: int = 0
+    prefill_kv_pool_tokens: int | None = None  # a disaggregated deployment's prefill pool
 
 
 def _rng(seed: int, name: str) -> np.random.Generator:
@@ -132,4 +133,5 @@ def simulate(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
     return SimResult(scenario=scenario, memory=memory_plan(scenario), requests=log.requests,
                      engines=topology.engines, window_start_s=window_start, horizon_s=horizon,
                      end_s=env.now, calibration=dict(oracles[0].calibration), knobs=knobs,
-                     kv_pool_tokens=topology.kv_pool_tokens)
+                     kv_pool_tokens=topology.kv_pool_tokens,
+                     prefill_kv_pool_tokens=topology.prefill_kv_pool_tokens)

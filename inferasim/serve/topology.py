@@ -28,10 +28,13 @@ class Topology:
     """What the clients submit to, and every engine instance for the report."""
 
     def __init__(self, frontend, engines: list[EngineInstance], kv_pool_tokens: int,
-                 max_context: int):
+                 max_context: int, prefill_kv_pool_tokens: int | None = None):
         self.frontend = frontend
         self.engines = engines
+        # one instance's pool; a disaggregated deployment's decode instances, whose pools
+        # hold the long-lived KV, with the prefill instances' apart
         self.kv_pool_tokens = kv_pool_tokens
+        self.prefill_kv_pool_tokens = prefill_kv_pool_tokens
         self.max_context = max_context
 
     def submit(self, req: LiveRequest) -> None:
@@ -188,4 +191,5 @@ def build_topology(env: simpy.Environment, scenario: Scenario, knobs: Knobs, blo
                                   topo.link_latency_us * 1e-6,
                                   dec_sc.engine.disagg_decode_preallocates)
     return Topology(front, pre_eng + dec_eng, memory_plan(dec_sc).kv_pool_tokens,
-                    scenario.model.max_context)
+                    scenario.model.max_context,
+                    prefill_kv_pool_tokens=memory_plan(pre_sc).kv_pool_tokens)
