@@ -136,6 +136,31 @@ def test_attention_dp_ranks_in_lockstep_share_every_prefill():
     assert lock["tpot_mean_ms"] == pytest.approx(replay["tpot_mean_ms"], rel=0.20)
 
 
+def test_attention_dp_projection_is_priced_by_the_replays_calibrated_oracle(tmp_path):
+    # The projection used the analytic oracle whenever ranks were attention-DP, so its "error"
+    # against an anchored replay measured the pricing, not the closed form.
+    import attrs
+
+    from inferasim.anchors.store import AnchorStore, write_anchor_file
+    from inferasim.config.catalog import REPO_ROOT
+
+    shipped = [r for r in AnchorStore.load(REPO_ROOT / "anchors")
+               if r.regime.gpu == "mi355x" and r.regime.engine == "sglang"
+               and r.regime.weight_dtype == "fp8" and r.regime.tp == 8
+               and r.regime.spec_method in (None, "none")]
+    dpa = [attrs.evolve(r, regime=attrs.evolve(r.regime, ep=8, dp_attention=8))
+           for r in shipped]
+    path = write_anchor_file(tmp_path / "dpa8.json", dpa)
+    sc = _scenario(*DPA8, "model.weight_dtype=fp8", "workload.concurrency=32")
+    anchored = project(_scenario(*DPA8, "model.weight_dtype=fp8", "workload.concurrency=32",
+                                 f"sim.anchors={path}"))
+    analytic = project(_scenario(*DPA8, "model.weight_dtype=fp8", "workload.concurrency=32",
+                                 "sim.anchors=none"))
+    assert sc.parallel.dp_attention == 8 and dpa
+    assert anchored["oracle"] == "anchored" and analytic["oracle"] == "analytic"
+    assert anchored["tpot_mean_ms"] != pytest.approx(analytic["tpot_mean_ms"], rel=0.02)
+
+
 def test_disaggregated_is_refused():
     result = _invoke("--no-replay", "--set", "topology.kind=disaggregated")
     assert result.exit_code == 2, result.output

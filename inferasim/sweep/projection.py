@@ -397,17 +397,12 @@ def _engines(scenario: Scenario) -> tuple[int, float]:
 
 
 def _oracle(scenario: Scenario, knobs: Knobs):
-    """The oracle a replay of the scenario uses: one rank's own batches under attention-DP
-    (ranks are simulated apart), else anchor-calibrated where the anchors apply."""
-    from inferasim.cost.oracle import AnalyticOracle
+    """The oracle a replay of the scenario uses (``oracle_for``): anchor-calibrated where the
+    anchors apply; under attention-DP one rank's own batches, read against the group step
+    when the ranks step together, as the replay builds it."""
+    from inferasim.cost.calibrated import oracle_for
 
-    if scenario.parallel.dp_attention > 1:
-        return AnalyticOracle(scenario, knobs, rank_level=True)
-    try:
-        from inferasim.cost.calibrated import oracle_for
-    except ImportError:
-        return AnalyticOracle(scenario, knobs)
-    return oracle_for(scenario, knobs)
+    return oracle_for(scenario, knobs, rank_level=scenario.parallel.dp_attention > 1)
 
 
 def project(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
