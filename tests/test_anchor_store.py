@@ -433,3 +433,33 @@ def test_littles_law_reads_the_median_e2e_where_no_mean_is_recorded():
     assert both.little_mismatch() is None  # a long tail: the mean (36 s) explains it
     neither = AnchorRecord(**base, measurements=Measurements(tput_per_gpu_total=1.0))
     assert neither.little_mismatch() is None
+
+
+def test_an_anchor_contradicting_itself_is_named_and_covers_no_batch():
+    # The shipped ATOM fp8 MTP sweep measured c8, c32 and c512, but c512's throughput
+    # contradicts its own latency and calibrates nothing: anchors check and the run both say
+    # so once, and both warn that the sweep stops at c32 (c512 used to count as covered).
+    from click.testing import CliRunner
+
+    from inferasim.cli.main import cli
+
+    scenario = REPO / "scenarios" / "inferencemax" / "dsr1-mi355x-atom-fp8-mtp-tp8.yaml"
+    checked = json.loads(CliRunner().invoke(cli, ["anchors", "check", str(scenario),
+                                                  "--json"]).output)
+    run = CliRunner().invoke(cli, ["run", str(scenario), "--json",
+                                   "--set", "workload.max_requests=32"])
+    cal = json.loads(run.output)["calibration"]
+    for notes in (checked["notes"], cal["notes"]):
+        assert sum("c512-2026-06-02 does not calibrate" in n for n in notes) == 1
+        assert any("sweep stops at concurrency 32" in n for n in notes)
+    assert len(cal["anchors_used"]) == 2
+
+
+def test_an_analytic_fallback_states_its_reason_once():
+    from click.testing import CliRunner
+
+    from inferasim.cli.main import cli
+
+    run = CliRunner().invoke(cli, ["run", "--json", "--set", "workload.duration_s=10"])
+    notes = json.loads(run.output)["calibration"]["notes"]
+    assert sum(n.startswith("no usable anchor") for n in notes) == 1

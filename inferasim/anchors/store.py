@@ -294,7 +294,7 @@ class AnchorStore:
                     skipped[record.id] = tuple(unknown)
         usable, set_aside, crossed, build_note = _prefer_build(compatible, target.build)
         prefill_ok, prefill_note = _prefill_coverage(usable, target.isl)
-        warnings = _decode_coverage(usable, target.batch)
+        warnings = _contradictions(usable) + _decode_coverage(usable, target.batch)
         return TargetAnchors(
             target=target, usable=tuple(usable), refused=tuple(refused),
             set_aside=tuple(set_aside), crossed_build=crossed, build_note=build_note,
@@ -351,11 +351,21 @@ def _prefill_coverage(records: list[AnchorRecord], target_isl: int | None
     return True, None
 
 
+def _contradictions(records: list[AnchorRecord]) -> list[str]:
+    """Usable anchors that calibrate nothing: which of their figures is wrong cannot be told
+    when the throughput contradicts the anchor's own latency (CalibratedOracle skips them)."""
+    return [f"{r.id} does not calibrate: {why}" for r in records
+            if (why := r.little_mismatch())]
+
+
 def _decode_coverage(records: list[AnchorRecord], batch: int | None) -> list[str]:
     if not records or batch is None:
         return []
+    # the anchors that can calibrate decode: one whose throughput contradicts its own
+    # latency calibrates nothing (CalibratedOracle._collect), so it covers nothing either
     concs = [r.workload.concurrency for r in records
-             if r.workload.concurrency is not None and r.decode_step_s is not None]
+             if r.workload.concurrency is not None and r.decode_step_s is not None
+             and not r.little_mismatch()]
     if not concs:
         return [f"decode: no usable anchor records a closed-loop concurrency; the target's "
                 f"batch of {batch} is not covered by a measured sweep"]

@@ -246,10 +246,9 @@ class CalibratedOracle:
             if step is None or w.concurrency is None or w.concurrency < 1:
                 skipped_open.append(record.id)
                 continue
-            contradiction = record.little_mismatch()
-            if contradiction:
-                # Which of its figures is wrong cannot be told; none of them calibrates.
-                self._notes.append(f"{record.id} does not calibrate: {contradiction}")
+            if record.little_mismatch():
+                # Which of its figures is wrong cannot be told; none of them calibrates (the
+                # anchor store's notes say so, for anchors check as for the run).
                 continue
             oracle, key = self._anchor_oracle(record)
             if reg.kv_dtype is None:
@@ -641,8 +640,9 @@ class CalibratedOracle:
             else:
                 reason = ("no usable anchor records a closed-loop decode step: the oracle falls "
                           "back to the analytic model")
-            if reason not in notes:
-                notes.insert(0, reason)
+            # the store's shorter form of the same reason gives way to this one
+            notes = [n for n in notes if not reason.startswith(n)]
+            notes.insert(0, reason)
             return {"mode": "analytic", "note": reason, "anchors_used": [],
                     "refused": refused, "crossed_build": crossed, "notes": notes,
                     "fallback": reason, "prefill": "analytic", "decode_ratio": {}}
