@@ -66,6 +66,8 @@ def test_parse_grid():
     (["--grid", "engine.max_num_seqs=a,b", "--concurrency", "1"],
      "--grid: engine.max_num_seqs: expected an integer"),
     (["--concurrency", "1", "--jobs", "0"], "--jobs"),
+    (["--concurrency", "1,16", "--set", "workload.format=mooncake", "--set",
+      "workload.trace=trace.jsonl"], "a mooncake trace replays its recorded arrivals"),
     (["--concurrency", "1", "--ray", "127.0.0.1:1"], "cannot reach a Ray cluster"),
     (["--concurrency", "1", "--ray", "not-an-address"], "HOST:PORT"),
 ])
@@ -136,3 +138,14 @@ def test_no_plotting_library_at_cli_start_up():
             "sys.modules]; print(bad); sys.exit(1 if bad else 0)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_knob_that_cannot_apply_fails_before_any_rung_runs():
+    # INFERASIM_DES_LOCKSTEP=3 cannot group 8 ranks: found while the ladder is built, not
+    # after the rungs before it have replayed
+    from inferasim.sweep.ladder import build_ladder
+
+    dpa = ["model.name=deepseek-r1", "gpu.name=mi355x", "parallel.tp=8", "parallel.ep=8",
+           "parallel.dp_attention=8", "engine.name=sglang"]
+    with pytest.raises(ConfigError, match="INFERASIM_DES_LOCKSTEP=3 must divide"):
+        build_ladder(None, dpa, [4], [("INFERASIM_DES_LOCKSTEP", ["1", "3"])])

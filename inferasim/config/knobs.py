@@ -68,6 +68,14 @@ class Knobs:
         """Ranks per lockstep group of an instance of ``dp`` attention-DP ranks (0: all)."""
         return self.des_lockstep or dp
 
+    def check(self, scenario) -> None:
+        """The knobs apply to ``scenario`` (a sweep checks every rung before any replay)."""
+        dp = scenario.parallel.dp_attention
+        if dp > 1 and dp % self.lockstep_group(dp):
+            raise ConfigError(f"INFERASIM_DES_LOCKSTEP={self.lockstep_group(dp)} must divide "
+                              f"the attention-DP size {dp}", key="parallel.dp_attention",
+                              file=scenario.path)
+
     @classmethod
     def from_mapping(cls, env: Mapping[str, str], origin: str = "environment") -> Knobs:
         values = {}

@@ -11,7 +11,6 @@ import simpy
 
 from inferasim.arch.attention import attention_for
 from inferasim.arch.memory import memory_plan
-from inferasim.config.errors import ConfigError
 from inferasim.config.knobs import Knobs
 from inferasim.config.loader import rank_scenario
 from inferasim.config.scenario import Scenario
@@ -68,10 +67,8 @@ def _instance(env: simpy.Environment, scenario: Scenario, knobs: Knobs, block_to
     if dp == 1:
         engine = EngineInstance(env, scenario, make_oracle(scenario, False), kv(), first_index)
         return engine, [engine]
+    knobs.check(scenario)
     lockstep = knobs.lockstep_group(dp)
-    if dp % lockstep:
-        raise ConfigError(f"INFERASIM_DES_LOCKSTEP={lockstep} must divide the attention-DP "
-                          f"size {dp}", key="parallel.dp_attention", file=scenario.path)
     oracle = make_oracle(scenario, True)
     driven = lockstep > 1
     per_rank = rank_scenario(scenario)

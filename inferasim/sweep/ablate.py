@@ -89,6 +89,8 @@ def ablate(scenario: Scenario, settings: Sequence[str], base: Knobs, executor,
     runs = variants(settings, base, varied)
     results: list[Any] = [None] * len(runs)
     tasks = [(v.scenario or scenario, v.knobs) for v in runs]
+    for task_scenario, knobs in tasks:
+        knobs.check(task_scenario)  # a knob that cannot apply fails before any replay
     for index, result in executor.run(run_replay, tasks):
         results[index] = result
     base_summary, base_wall = results[0]

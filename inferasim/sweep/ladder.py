@@ -97,6 +97,10 @@ def parse_grid(items: Sequence[str]) -> list[tuple[str, list[str]]]:
     return grid
 
 
+# Workload formats whose load is the trace's own: no client count drives them.
+RECORDED_FORMATS = ("mooncake", "bailian")
+
+
 def build_ladder(scenario_path: str | None, overrides: Sequence[str], concurrency: list[int] | None,
                  grid: Sequence[tuple[str, list[str]]], base_knobs: Knobs | None = None,
                  resolve: Callable[..., Scenario] | None = None) -> list[Rung]:
@@ -125,6 +129,13 @@ def build_ladder(scenario_path: str | None, overrides: Sequence[str], concurrenc
             raise ConfigError("the scenario is open loop (workload.rate is set): a concurrency "
                               "ladder does not apply; sweep --grid workload.rate=... instead",
                               key="--concurrency")
+        if concurrency is not None and scenario.workload.format in RECORDED_FORMATS:
+            # every rung would replay the same recorded arrivals under another label
+            raise ConfigError(f"a {scenario.workload.format} trace replays its recorded "
+                              "arrivals (or sessions): a concurrency ladder does not apply; "
+                              "sweep --grid workload.rate_scale=... instead",
+                              key="--concurrency")
+        knobs.check(scenario)  # a knob that cannot apply fails before any rung runs
         for conc in concurrency or [scenario.workload.concurrency]:
             # Same as --set workload.concurrency=conc: the value is already checked (>= 1).
             rung_scenario = scenario.evolve(workload=attrs.evolve(scenario.workload,
