@@ -110,3 +110,32 @@ def test_registered_in_the_main_cli():
     result = CliRunner().invoke(cli, ["anchors", "show", "no-such-anchor"])
     assert result.exit_code == 2
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_check_reads_the_anchors_the_run_would(tmp_path, monkeypatch):
+    # check used to load anchors/ whatever the scenario's sim.anchors said, and took --dir
+    # against the working directory only, where run's --anchors looks beside the scenario too
+    off = run("check", SCENARIO, "--set", "sim.anchors=none")
+    assert off.exit_code == 0 and "sim.anchors is none" in off.output
+    monkeypatch.chdir(tmp_path)
+    rel = "../../anchors"  # beside the scenario: scenarios/inferencemax/../../anchors
+    checked = run("check", SCENARIO, "--dir", rel, "--json")
+    assert checked.exit_code == 0, checked.output
+    assert json.loads(checked.output)["usable"]
+
+
+def test_a_disaggregated_run_and_check_report_each_pools_anchors():
+    # the decode pool (TP4 here) calibrates on its own anchors; run reported only the
+    # prefill pool's, and check only the scenario's own layout
+    from inferasim.cli.main import cli
+
+    scenario = REPO / "scenarios" / "inferencemax" / "dsr1-mi355x-sglang-mxfp4-tp8.yaml"
+    sets = ["--set", "topology.kind=disaggregated", "--set", "topology.decode.parallel.tp=4"]
+    ran = CliRunner().invoke(cli, ["run", str(scenario), "--json", *sets,
+                                   "--set", "workload.duration_s=20"])
+    cal = json.loads(ran.output)["calibration"]
+    checked = json.loads(run("check", scenario, *sets, "--json").output)["pools"]
+    assert sorted(cal["anchors_used"]) == sorted(checked["prefill"]["usable"])
+    assert sorted(cal["decode_pool"]["anchors_used"]) == sorted(checked["decode"]["usable"])
+    assert all("-tp4-" in a for a in checked["decode"]["usable"])
+    assert not any("-tp4-" in a for a in checked["prefill"]["usable"])

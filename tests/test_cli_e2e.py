@@ -45,6 +45,19 @@ def test_run_table():
     assert "output tok/s" in result.output and "prefix hit rate" in result.output
 
 
+def test_describe_gives_each_disaggregated_pool_what_its_run_allocates():
+    # describe showed the scenario's own memory plan and one instance's GPUs, where a
+    # disaggregated run allocates each pool by its own layout and counts every GPU
+    sets = ["--set", "topology.kind=disaggregated", "--set",
+            "topology.decode.engine={mem_fraction: 0.6}", "--set", "workload.duration_s=10"]
+    described = json.loads(CliRunner().invoke(cli, ["describe", "--json", *sets]).output)
+    ran = json.loads(CliRunner().invoke(cli, ["run", "--json", *sets]).output)
+    assert described["pools"]["decode"]["kv_pool_tokens"] == ran["kv_pool_tokens"]
+    assert described["pools"]["prefill"]["kv_pool_tokens"] == ran["prefill_kv_pool_tokens"]
+    assert ran["kv_pool_tokens"] < ran["prefill_kv_pool_tokens"]
+    assert described["gpus"] == ran["gpus"] == 2 and described["gpus_per_instance"] == 1
+
+
 def test_describe_deepseek_kv_layer_bytes():
     for kv, expect in (("bf16", 1152), ("fp8", 576)):
         result = CliRunner().invoke(cli, ["describe", "--set", "model.name=deepseek-r1",

@@ -156,7 +156,8 @@ def show_cmd(anchor_id: str, folder: Path | None) -> None:
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Override a scenario key (repeatable).")
 @click.option("--dir", "folder", type=click.Path(path_type=Path),
-              help="Anchor folder or file (default: anchors/).")
+              help="Anchor folder or file, as run's --anchors (default: the scenario's "
+                   "sim.anchors, else anchors/).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("-v", "--verbose", is_flag=True, help="List every refused anchor.")
 def check_cmd(scenario: Path, overrides: tuple[str, ...], folder: Path | None, as_json: bool,
@@ -164,17 +165,43 @@ def check_cmd(scenario: Path, overrides: tuple[str, ...], folder: Path | None, a
     """Which anchors may price SCENARIO: usable, refused (with the axis), build, coverage."""
     from inferasim.anchors.store import AnchorStore
     from inferasim.config.loader import load_scenario
+    from inferasim.cost.calibrated import anchor_store_path
 
-    resolved = load_scenario(scenario, list(overrides))
-    store = AnchorStore.load(folder)
-    result = store.for_target(resolved)
-    if as_json:
-        click.echo(json.dumps(result.to_dict(), indent=1, default=str))
+    # --dir is the run's --anchors: both set sim.anchors and find it by the same rule, and
+    # without it the scenario's own sim.anchors is what the run would read
+    given = [f"sim.anchors={folder}"] if folder is not None else []
+    resolved = load_scenario(scenario, list(overrides) + given)
+    path = anchor_store_path(resolved)
+    if path is None:
+        note = "sim.anchors is none: the run uses the analytic model and reads no anchor"
+        click.echo(json.dumps({"usable": [], "refused": [], "notes": [note]}, indent=1)
+                   if as_json else f"note: {note}")
         return
+    store = AnchorStore.load(path)
+    targets = {"": resolved}
+    if resolved.topology.kind == "disaggregated":
+        from inferasim.config.loader import pool_scenario
+
+        # each pool's instances calibrate at their own layout, as the run's oracles do
+        targets = {role: pool_scenario(resolved, role, check_fit=False)
+                   for role in ("prefill", "decode")}
+    results = {role: store.for_target(sc) for role, sc in targets.items()}
+    if as_json:
+        out = (results[""].to_dict() if "" in results
+               else {"pools": {role: r.to_dict() for role, r in results.items()}})
+        click.echo(json.dumps(out, indent=1, default=str))
+        return
+    for role, result in results.items():
+        if role:
+            click.echo(f"== {role} pool ==")
+        _print_check(result, len(store), verbose)
+
+
+def _print_check(result, loaded: int, verbose: bool) -> None:
     click.echo(f"target: {result.target.describe()}")
     click.echo(f"        isl {result.target.isl if result.target.isl is not None else '-'}, "
                f"decode batch {result.target.batch if result.target.batch is not None else '-'}")
-    click.echo(f"anchors: {len(store)} loaded, {len(result.usable)} usable, "
+    click.echo(f"anchors: {loaded} loaded, {len(result.usable)} usable, "
                f"{len(result.refused)} refused, {len(result.set_aside)} set aside (other build)")
     if result.usable:
         click.echo("usable:")

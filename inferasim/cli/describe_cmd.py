@@ -34,10 +34,15 @@ def describe(scenario, overrides, as_json, **flags):
         "kv_dtype": resolved.kv_dtype,
         "params_total": counts.total,
         "params_active": counts.active,
-        "gpus": resolved.gpus_per_instance,
+        # as run reports it: every GPU of the deployment; one instance's apart
+        "gpus": resolved.total_gpus,
+        "gpus_per_instance": resolved.gpus_per_instance,
         "fits": problem is None,
         "fit_problem": problem,
     }
+    if resolved.topology.kind == "disaggregated":
+        # each pool runs its own layout and engine keys: its pool is what its run allocates
+        derived["pools"] = {role: _pool_figures(resolved, role) for role in ("prefill", "decode")}
     if as_json:
         click.echo(json.dumps({"scenario": scenario_to_dict(resolved), **derived}, default=str))
         return
@@ -51,5 +56,21 @@ def describe(scenario, overrides, as_json, **flags):
     if plan.kv_fixed_bytes_per_seq:
         click.echo(f"bounded KV per sequence per GPU: {plan.kv_fixed_bytes_per_seq / 2**20:.2f} MiB")
     click.echo(f"KV pool: {plan.kv_pool_tokens:,d} tokens ({plan.kv_pool_from})")
+    for role, pool in derived.get("pools", {}).items():
+        click.echo(f"{role} pool: {pool['instances']} x {pool['gpus_per_instance']} GPUs, "
+                   f"weights {pool['weight_bytes_per_gpu'] / GIB:.2f} GiB per GPU, KV pool "
+                   f"{pool['kv_pool_tokens']:,d} tokens per instance")
+    click.echo(f"GPUs: {resolved.total_gpus} in all, {resolved.gpus_per_instance} per instance")
     if problem:
         click.echo(f"does not fit: {problem}")
+
+
+def _pool_figures(resolved, role: str) -> dict:
+    from inferasim.config.loader import pool_scenario
+
+    pool = pool_scenario(resolved, role, check_fit=False)
+    plan = memory_plan(pool)
+    return {"instances": int(getattr(resolved.topology, role).instances),
+            "gpus_per_instance": pool.gpus_per_instance,
+            "weight_bytes_per_gpu": plan.weight_bytes_per_gpu,
+            "kv_pool_tokens": plan.kv_pool_tokens, "fit_problem": fit_problem(pool)}

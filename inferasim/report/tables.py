@@ -57,4 +57,10 @@ def summary_table(summary: dict[str, Any], title: str) -> str:
     # (not the ones the line above already says: an analytic fallback's reason is both)
     main = cal.get("note", "")
     lines += [f"{'':<{width}}  - {note}" for note in cal.get("notes") or () if note not in main]
+    decode = cal.get("decode_pool")
+    if decode:
+        lines.append(f"{'calibration, decode':<{width}}  {decode.get('mode', '?')}: "
+                     f"{decode.get('note', '')}")
+        lines += [f"{'':<{width}}  - {note}" for note in decode.get("notes") or ()
+                  if note not in decode.get("note", "")]
     return "\n".join(lines)

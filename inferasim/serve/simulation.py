@@ -130,8 +130,13 @@ def simulate(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
     env.run()
     # A source with a warm-up phase of its own (agentic lanes) opens its window when it ends.
     window_start, horizon = getattr(source, "measured_window", None) or (window_start, horizon)
+    calibration = dict(oracles[0].calibration)
+    if scenario.topology.kind == "disaggregated" and oracles[-1] is not oracles[0]:
+        # the pools run their own layouts, so their oracles calibrate apart: the report's
+        # top level is the prefill pool's (the first instance), the decode pool's beside it
+        calibration["decode_pool"] = dict(oracles[-1].calibration)
     return SimResult(scenario=scenario, memory=memory_plan(scenario), requests=log.requests,
                      engines=topology.engines, window_start_s=window_start, horizon_s=horizon,
-                     end_s=env.now, calibration=dict(oracles[0].calibration), knobs=knobs,
+                     end_s=env.now, calibration=calibration, knobs=knobs,
                      kv_pool_tokens=topology.kv_pool_tokens,
                      prefill_kv_pool_tokens=topology.prefill_kv_pool_tokens)
