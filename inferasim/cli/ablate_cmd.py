@@ -39,7 +39,8 @@ def ablate(scenario, overrides, settings, varied, jobs, as_json, **flags):
     if as_json:
         click.echo(strict_json.dumps(result))
         return
-    click.echo(f"{resolved.name}: {resolved.model.name} on {resolved.parallel.tp}x"
-               f"{resolved.gpu.name}, {resolved.engine.name}, concurrency "
+    click.echo(f"{resolved.name}: {resolved.model.name} on {resolved.total_gpus} x "
+               f"{resolved.gpu.name} ({resolved.topology.kind}), {resolved.engine.name}, "
+               "concurrency "
                f"{resolved.workload.concurrency}")
     click.echo(ablation_table(result))

@@ -74,8 +74,10 @@ def project(scenario, overrides, as_json, no_replay, **flags):
         return
     wl = projection["workload"]
     load = (f"rate {wl['rate']:.3g} req/s" if wl["rate"] else f"concurrency {wl['concurrency']}")
-    click.echo(f"{resolved.name}: {resolved.model.name} on {resolved.parallel.tp}x"
-               f"{resolved.gpu.name}, {resolved.engine.name}, {load}")
+    # every GPU, as run's title counts them: the per-GPU figures divide by them all
+    click.echo(f"{resolved.name}: {resolved.model.name} on {resolved.total_gpus} x "
+               f"{resolved.gpu.name} ({resolved.topology.kind}), {resolved.engine.name}, "
+               f"{load}")
     click.echo(_table(projection, scored))
     sat = projection["saturated"]
     per = (f" per scheduler ({projection['schedulers']} of them)"
