@@ -73,12 +73,18 @@ def test_anchors_none_runs_the_analytic_model():
     assert cal["note"].startswith("sim.anchors is none")
 
 
-def test_anchors_not_found_names_the_key_and_the_scenario(tmp_path):
+def test_anchors_not_found_names_the_key_and_where_it_was_given(tmp_path):
+    # given on the command line, the error names --set (it named the scenario file) and the
+    # folders looked in, the scenario's first; given in a file, that file
     path = FOLDER / LADDERS[0][0]
     result = CliRunner().invoke(cli, ["run", str(path), "--set", "sim.anchors=missing.json"])
     assert result.exit_code == 2
-    assert "sim.anchors" in result.output and str(path) in result.output
+    assert "--set: sim.anchors" in result.output and str(path.parent) in result.output
     assert "missing.json" in result.output
+    child = tmp_path / "child.yaml"
+    child.write_text(f"extends: {path}\nsim: {{anchors: missing.json}}\n")
+    result = CliRunner().invoke(cli, ["run", str(child)])
+    assert result.exit_code == 2 and f"{child}: sim.anchors" in result.output
 
 
 def test_relative_anchors_are_found_beside_the_scenario(tmp_path, monkeypatch):

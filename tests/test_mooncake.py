@@ -68,7 +68,7 @@ def test_missing_trace_is_a_clear_error():
     sc = load_scenario(None, ["workload.format=mooncake", "workload.trace=/nope.jsonl"])
     with pytest.raises(ConfigError, match="trace not found") as err:
         simulate(sc)
-    assert err.value.key == "workload.trace"
+    assert err.value.key == "workload.trace" and err.value.file == "--set"
 
 
 # -- AIPerf's multi-turn Mooncake rows (session_id, delay) and rows without hash_ids ----------

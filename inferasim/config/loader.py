@@ -56,7 +56,7 @@ def resolve(data: dict[str, Any], origins: dict[str, str], path: str, *,
     scenario = Scenario(name=spec.name, description=spec.description, path=str(path),
                         model=model, gpu=gpu, engine=engine, parallel=spec.parallel,
                         speculative=spec.speculative, workload=spec.workload, sim=spec.sim,
-                        topology=spec.topology)
+                        topology=spec.topology, origins=dict(origins))
     derived = derived_defaults(scenario, spec.engine)
     if derived.get("mem_fraction", 1.0) <= 0:
         # SGLang's rule reserves memory for the chunk, the graphs and the draft before the

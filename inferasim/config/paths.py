@@ -18,10 +18,11 @@ def read_text(path: str | Path, what: str = "a text file") -> str:
 
 
 def resolve_scenario_path(named: str, scenario_path: str | None, *, key: str,
-                          what: str) -> Path:
+                          what: str, origin: str | None = None) -> Path:
     """A relative path is taken against the scenario file's folder first, then the working
     directory (where a ``--set`` override naming it was typed). ``what`` names the thing
-    looked for in the error, which names ``key`` and the scenario file."""
+    looked for in the error, which names ``key`` and ``origin``, where the value was given
+    (default: the scenario file)."""
     p = Path(named).expanduser()
     if p.is_absolute():
         candidates = [p]
@@ -35,4 +36,4 @@ def resolve_scenario_path(named: str, scenario_path: str | None, *, key: str,
             return cand
     folders = dict.fromkeys(str(c.parent) for c in candidates)  # once each, in order
     raise ConfigError(f"{what} not found: {named} (looked in {', '.join(folders)})",
-                      key=key, file=scenario_path)
+                      key=key, file=origin or scenario_path)

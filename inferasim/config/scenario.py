@@ -333,6 +333,14 @@ class Scenario:
     workload: WorkloadSpec
     sim: SimSpec
     topology: TopologySpec = attrs.field(factory=TopologySpec)
+    # dotted key -> the file (or --set) that gave it: an error found after loading (a trace
+    # or an anchor folder that is not there) names where the value came from. Not a setting:
+    # left out of equality, hashing and the resolved YAML.
+    _origins: dict[str, str] = attrs.field(factory=dict, eq=False, hash=False, repr=False)
+
+    def origin_of(self, key: str) -> str:
+        """Where ``key``'s value was given: a scenario or base file, or ``--set``."""
+        return self._origins.get(key, self.path)
 
     @property
     def weight_dtype(self) -> str:

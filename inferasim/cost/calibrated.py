@@ -787,7 +787,8 @@ def anchor_store_path(scenario: Scenario) -> Path | None:
     if named.lower() == "none":
         return None
     return resolve_scenario_path(named, scenario.path or None, key="sim.anchors",
-                                 what="anchors (a folder or an anchor file, or none)")
+                                 what="anchors (a folder or an anchor file, or none)",
+                                 origin=scenario.origin_of("sim.anchors"))
 
 
 def oracle_for(scenario: Scenario, knobs: Knobs | None = None, store=None, *,
