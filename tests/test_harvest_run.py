@@ -117,7 +117,15 @@ def test_run_end_to_end_then_parse_and_store(tmp_path):
     target = load_scenario(SCENARIO, sets + ["engine.attention_backend=STANDIN"], check_fit=False)
     ok = store.for_target(target)
     assert len(ok.usable) == len(measured) and not ok.refused
-    assert ok.prefill_calibrated and not ok.warnings
+    assert ok.prefill_calibrated
+    # The sweep covers the target batch. On a loaded machine the stand-in's few requests can
+    # stretch a run's duration past its latencies (a tail), and such a row, contradicting
+    # itself, calibrates nothing: the store then names it, and only then warns.
+    broken = [r.id for r in store if r.little_mismatch()]
+    if broken:
+        assert all(any(b in w for w in ok.warnings) for b in broken), ok.warnings
+    else:
+        assert not ok.warnings
     # ... and refuse them, naming the axis, for another GPU part or speculative depth.
     other = store.for_target(load_scenario(SCENARIO, sets + ["engine.attention_backend=STANDIN",
                                                               "gpu.name=mi325x"], check_fit=False))
