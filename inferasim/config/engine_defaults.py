@@ -3,7 +3,7 @@ and ``chunked_prefill_size`` (engines.md 1.2, SGLang 0.5.3-0.5.23, as 0.5.10 com
 
 SGLang sizes its KV pool from ``mem_fraction_static``, which it derives, when the server is
 not given one, from the GPU's memory, the parallel layout, the CUDA-graph batch tier and the
-speculative method; one catalog figure cannot stand for every part (0.772 on MI355X, 0.886 on
+speculative method; one catalog figure cannot stand for every part (0.772 on MI355X, 0.887 on
 H200). Applied where the scenario leaves the key unset (``EngineSpec.deployment_defaults``).
 """
 
