@@ -132,8 +132,26 @@ def check_hints(hints: Mapping[str, Any] | None) -> dict[str, Any]:
         wrong = out_of_bounds(field, value) if field is not None else None
         if wrong:
             raise ConfigError(wrong, key=f"--meta {key}")
+        _check_name(key, value)
         out[key] = value
     return out
+
+
+def _check_name(key: str, value: Any) -> None:
+    """A GPU part or engine a hint names must be one the normaliser knows: a typo would stamp
+    anchors that match no target and are refused for every scenario."""
+    if value is None:
+        return
+    if key == "gpu" and nz.normalise_gpu(str(value)) is None:
+        known = sorted(nz.GPU_PARTS)
+    elif key == "engine" and nz.normalise_engine(str(value)) not in set(nz.ENGINE_SPELLINGS.values()):
+        known = sorted(set(nz.ENGINE_SPELLINGS.values()))
+    else:
+        return
+    near = difflib.get_close_matches(str(value).lower(), known, n=1, cutoff=0.6)
+    hint = f" (did you mean {near[0]!r}?)" if near else ""
+    raise ConfigError(f"unknown {key} {value!r}{hint}; known: {', '.join(known)}",
+                      key=f"--meta {key}")
 
 
 def apply_hints(record: AnchorRecord, hints: Mapping[str, Any], *, file: str) -> AnchorRecord:
