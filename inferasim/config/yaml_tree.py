@@ -17,6 +17,10 @@ import yaml
 from inferasim.config.errors import ConfigError
 
 
+class _DuplicateKey(yaml.constructor.ConstructorError):
+    """A key given twice in one mapping: its message is worth more than the position alone."""
+
+
 class _Loader(yaml.SafeLoader):
     """SafeLoader that also reads ``3.35e12`` as a number (YAML 1.1 wants ``3.35e+12``) and
     refuses a key given twice in one mapping (YAML keeps the last silently, so the first
@@ -26,13 +30,13 @@ class _Loader(yaml.SafeLoader):
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=True)
+            if not isinstance(key, (str, int, float, bool)):
+                continue  # a key that is not a scalar is left to the base loader
             line = key_node.start_mark.line + 1
-            if isinstance(key, (str, int, float, bool)) and key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} given twice (lines {seen[key]} and {line})",
-                    key_node.start_mark)
-            if isinstance(key, (str, int, float, bool)):
-                seen[key] = line
+            if key in seen:
+                raise _DuplicateKey(None, None, f"key {key!r} given twice (lines "
+                                    f"{seen[key]} and {line})", key_node.start_mark)
+            seen[key] = line
         return super().construct_mapping(node, deep=deep)
 
 
@@ -67,8 +71,7 @@ def read_yaml_mapping(path: Path) -> dict[str, Any]:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None)
-        why = f": {problem}" if problem and "given twice" in problem else ""
+        why = f": {exc.problem}" if isinstance(exc, _DuplicateKey) else ""
         raise ConfigError(f"not valid YAML{where}{why}", file=str(path)) from None
     if data is None:
         return {}

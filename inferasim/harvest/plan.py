@@ -559,9 +559,9 @@ def _check_plan_shape(plan: dict[str, Any], path: str) -> None:
             or not math.isfinite(timeout) or timeout <= 0:
         raise ConfigError(f"expected a number of seconds above 0, got {timeout!r}", file=path,
                           key="server.health_timeout_s")
+    client = plan.get("client") or {}
     for key, env in (("server.env", server.get("env", {})),
-                     ("client.env", (plan.get("client") or {}).get("env", {})
-                      if isinstance(plan.get("client", {}), dict) else None)):
+                     ("client.env", client.get("env", {}) if isinstance(client, dict) else None)):
         if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str)
                                                 for k, v in env.items()):
             raise ConfigError("expected a mapping of variable names to string values",

@@ -36,6 +36,7 @@ def summarize(frame: pd.DataFrame, *, window_start_s: float, horizon_s: float,
     decode_span = (done.finish_s - done.first_token_s).to_numpy()
     multi = gaps > 0
     tpot = decode_span[multi] / gaps[multi]
+    tpot_mean = _mean(tpot)
     itl_mean = float(decode_span[multi].sum() / gaps[multi].sum()) if multi.any() else float("nan")
     # As a client that records a gap per received chunk (vllm bench serve, AIPerf): the
     # decode span over the chunks that carried the tokens after the first.
@@ -66,7 +67,7 @@ def summarize(frame: pd.DataFrame, *, window_start_s: float, horizon_s: float,
         "ttft_p99_s": _pct(ttft, 99),
         "itl_mean_ms": itl_mean * 1e3,
         "itl_client_mean_ms": itl_client * 1e3,
-        "tpot_mean_ms": _mean(tpot) * 1e3,
+        "tpot_mean_ms": tpot_mean * 1e3,
         "tpot_p75_ms": _pct(tpot, 75) * 1e3,
         "tpot_p90_ms": _pct(tpot, 90) * 1e3,
         "tpot_p95_ms": _pct(tpot, 95) * 1e3,
@@ -79,8 +80,7 @@ def summarize(frame: pd.DataFrame, *, window_start_s: float, horizon_s: float,
         "e2e_p90_s": _pct(e2e, 90),
         "e2e_p95_s": _pct(e2e, 95),
         # tokens per second a user sees; none when every later token came with the first
-        "interactivity_tok_s": 1e3 / (_mean(tpot) * 1e3) if tpot.size and _mean(tpot) > 0
-        else float("nan"),
+        "interactivity_tok_s": 1e3 / (tpot_mean * 1e3) if tpot_mean > 0 else float("nan"),
         "prefix_hit_rate": hit,
         "kv_pool_tokens": int(kv_pool_tokens),
         "gpus": int(gpus),
