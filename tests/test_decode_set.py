@@ -27,9 +27,11 @@ def _request(rid: int, prompt: int, output: int) -> LiveRequest:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(EVENT, min_size=1, max_size=80), st.sampled_from((1.0, 2.6)))
-def test_views_and_finishes_follow_the_per_request_model(events, advance):
+@given(st.lists(EVENT, min_size=1, max_size=80), st.sampled_from((1.0, 2.6)),
+       st.sampled_from((0, 3, 10**6)))
+def test_views_and_finishes_follow_the_per_request_model(events, advance, few_rows):
     dec = DecodeSet(advance, capacity=2)  # small, so rows outgrow it
+    dec.few_rows = few_rows  # the numpy path, both by size, the Python-float path
     steps_done: dict[int, int] = {}  # rid -> decode steps, the model
     rid = 0
     for kind, small, big, pick in events:

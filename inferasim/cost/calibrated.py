@@ -617,9 +617,9 @@ class CalibratedOracle:
     def decode_steps(self, ctx0: np.ndarray, steps: int, advance: float | np.ndarray,
                      width: int) -> np.ndarray:
         times = self.analytic.decode_steps(ctx0, steps, advance, width)
-        if not self.calibrated:
-            return times
-        return self.decode_ratio(int(ctx0.size), width) * times
+        if self.calibrated:
+            times *= self.decode_ratio(int(ctx0.size), width)  # a fresh array: in place
+        return times
 
     # -- report ---------------------------------------------------------------------------
     def _report(self) -> dict[str, Any]:

@@ -81,6 +81,7 @@ class AnalyticOracle:
                         + self.gpu.layer_latency_s * scenario.model.num_layers)
         self._gemm_memo: dict[tuple[float, float], dict[str, float]] = {}
         self._steady_parts: dict[tuple[int, int], tuple[float, float]] = {}
+        self._ramp_array = np.zeros(0)
         # Dense attention without windows is linear in its work (see _linear_coefficients).
         self._linear = type(self.attention) in (GqaAttention, MlaAttention) \
             and scenario.model.attention.sliding_layers == 0
@@ -367,11 +368,23 @@ class AnalyticOracle:
         if self._linear:
             # Linear in context: step j costs the coefficients times the batch's total
             # context, sum(ctx0) + j * n * advance -- O(steps), whatever the batch size.
-            grow = n * advance if np.isscalar(advance) else float(np.sum(advance))
-            total = float(np.add.reduce(ctx0)) + grow * np.arange(steps, dtype=np.float64)
-            return fixed + coef * total
-        ctx = ctx0[None, :].astype(np.float64) \
-            + np.arange(steps, dtype=np.float64)[:, None] * advance
+            grow = float(np.add.reduce(advance)) if isinstance(advance, np.ndarray) \
+                else n * advance
+            # fixed + coef * (sum(ctx0) + grow * j), in place: one array, not four
+            times = grow * self._ramp(steps)
+            times += float(np.add.reduce(ctx0))
+            times *= coef
+            times += fixed
+            return times
+        ctx = ctx0[None, :].astype(np.float64) + self._ramp(steps)[:, None] * advance
         per_seq = sum(self._decode_attention(ctx.ravel(), width).values())
         attn = np.asarray(per_seq, dtype=np.float64).reshape(steps, n).sum(axis=1)
         return fixed + attn
+
+    def _ramp(self, steps: int) -> np.ndarray:
+        """0, 1, ..., steps - 1 as floats (read only: a view of one array kept per oracle)."""
+        if steps > self._ramp_array.size:
+            self._ramp_array = np.arange(max(steps, 2 * self._ramp_array.size),
+                                         dtype=np.float64)
+            self._ramp_array.setflags(write=False)
+        return self._ramp_array[:steps]

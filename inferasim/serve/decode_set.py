@@ -11,6 +11,7 @@ growth one request at a time, release).
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
 
@@ -18,6 +19,13 @@ from inferasim.serve.live import LiveRequest
 
 
 class DecodeSet:
+    # Up to this many rows the per-step bookkeeping (growth, finishes, contexts) loops over
+    # Python floats: a numpy operation costs about a microsecond whatever its size, a row of
+    # Python arithmetic a tenth of that, so a small batch (the peers' one-instance shape)
+    # pays the calls, not the work. Only elementwise operations and minima take the short
+    # path, so both paths give the same bits (tests run both).
+    few_rows = 16
+
     def __init__(self, advance: float, capacity: int = 64):
         self.advance = advance
         self.reqs: list[LiveRequest] = []
@@ -107,19 +115,36 @@ class DecodeSet:
         self._context = None
         if rows is None and first is not None and first < len(self.reqs):
             self._next_finish = None
-            self.steps[:first] += steps
-            return (self.steps[:first] >= self.fin[:first]).nonzero()[0]
+            self._advance_rows(first, steps)
+            return self._reached(first)
         if rows is None:
             n = len(self.reqs)
-            self.steps[:n] += steps
+            self._advance_rows(n, steps)
             if self._next_finish is not None:
                 self._next_finish -= steps  # every row moved on alike (integers in floats)
                 if self._next_finish > 0:
                     return _NO_ROWS
-            return (self.steps[:n] >= self.fin[:n]).nonzero()[0]
+            return self._reached(n)
         self._next_finish = None
         self.steps[rows] += steps
         return rows[self.steps[rows] >= self.fin[rows]]
+
+    def _advance_rows(self, n: int, steps: int) -> None:
+        """``steps`` more decode steps for the first ``n`` rows."""
+        if n > self.few_rows:
+            self.steps[:n] += steps
+            return
+        done = self.steps
+        for i in range(n):
+            done[i] += steps
+
+    def _reached(self, n: int) -> np.ndarray | list[int]:
+        """The rows among the first ``n`` at their output target."""
+        if n > self.few_rows:
+            return (self.steps[:n] >= self.fin[:n]).nonzero()[0]
+        return [i for i, (s, f) in enumerate(zip(self.steps[:n].tolist(), self.fin[:n].tolist(),
+                                                      strict=True))
+                if s >= f]
 
     def next_finish(self) -> float:
         """The fewest decode steps from now through the one that reaches a row's target (>= 1;
@@ -127,14 +152,22 @@ class DecodeSet:
         asks it."""
         if self._next_finish is None:
             n = len(self.reqs)
-            # np.minimum.reduce is ndarray.min without its Python wrapper (a hot path)
-            self._next_finish = float(np.minimum.reduce(self.fin[:n] - self.steps[:n]))
+            if n <= self.few_rows:
+                self._next_finish = min(map(operator.sub, self.fin[:n].tolist(),
+                                            self.steps[:n].tolist()))
+            else:
+                # np.minimum.reduce is ndarray.min without its Python wrapper (a hot path)
+                self._next_finish = float(np.minimum.reduce(self.fin[:n] - self.steps[:n]))
         return self._next_finish
 
     def context(self) -> np.ndarray:
         """Tokens resident per decoding request (read-only: shared until the next change)."""
         if self._context is None:
-            self._context = self.prompt[: len(self.reqs)] + self.generated()
+            n = len(self.reqs)
+            if n <= self.few_rows:
+                self._context = np.array(self.context_after_floats(0))
+            else:
+                self._context = self.prompt[:n] + self.generated()
         return self._context
 
     def context_after(self, steps: int) -> np.ndarray:
@@ -144,6 +177,13 @@ class DecodeSet:
             return self.context()
         n = len(self.reqs)
         return self.prompt[:n] + (self.gen_base[:n] + (self.steps[:n] + steps) * self.adv[:n])
+
+    def context_after_floats(self, steps: int) -> list[float]:
+        """``context_after(steps)`` as Python floats, by the same operations (``few_rows``)."""
+        n = len(self.reqs)
+        return [p + (b + (k + steps) * a) for p, b, k, a in
+                zip(self.prompt[:n].tolist(), self.gen_base[:n].tolist(),
+                    self.steps[:n].tolist(), self.adv[:n].tolist(), strict=True)]
 
     def contexts_after(self, steps: np.ndarray) -> np.ndarray:
         """``context_after(j)`` for each j of ``steps`` (float), one row per j, by the same

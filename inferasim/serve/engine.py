@@ -435,9 +435,9 @@ class EngineInstance:
         else:
             rows = np.fromiter((r.row for r in step.decodes), np.int64, len(step.decodes))
             done = dec.add_steps(rows, steps)
-        if done.size == 1:
+        if len(done) == 1:
             self._finish(dec.reqs[int(done[0])], now)
-        elif done.size:
+        elif len(done):
             # collected before any finishes: a finish moves the set's last row into its hole
             for req in sorted((dec.reqs[i] for i in done), key=lambda r: r.admitted_seq):
                 self._finish(req, now)

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import attrs
@@ -106,9 +107,38 @@ def grow_decoders(eng: EngineInstance, steps: int) -> bool:
     n = len(dec)
     if not n:
         return True
+    if n <= dec.few_rows:
+        return _grow_few(eng, steps)
     grown = dec.context_after(steps - 1) + eng.width
     rows = (grown > dec.cap[:n]).nonzero()[0]
     return not rows.size or grow_rows(eng, rows, grown[rows])
+
+
+def _grow_few(eng: EngineInstance, steps: int) -> bool:
+    """``grow_decoders`` over a few rows in Python floats, by the same operations as
+    ``grow_rows`` (see ``DecodeSet.few_rows``)."""
+    dec = eng.decoding
+    n = len(dec)
+    width, page = eng.width, eng.kv.page
+    grown: list[tuple[int, float]] = []
+    total = 0.0
+    for i, (context, cap, tree) in enumerate(zip(dec.context_after_floats(steps - 1),
+                                                 dec.cap[:n].tolist(), dec.tree[:n].tolist(),
+                                                 strict=True)):
+        context += width
+        if context > cap:
+            # whole pages for the context beyond the tree, less those held: > 0 when short
+            delta = math.ceil(math.ceil(context - tree) / page) * page - (cap - tree)
+            total += delta
+            grown.append((i, cap + delta))
+    if not grown:
+        return True
+    if not eng.kv.take(int(total)):
+        return False
+    caps = dec.cap
+    for i, cap in grown:
+        caps[i] = cap
+    return True
 
 
 def schedule_decodes(eng: EngineInstance, step: Step, now: float, budget: float) -> bool:
