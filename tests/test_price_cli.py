@@ -106,6 +106,20 @@ def test_bad_context_exits_2():
     assert run(["glm-5.2", "--phase", "sideways"]).exit_code == 2
 
 
+def test_context_beyond_the_models_window():
+    """Asked for: refused naming the window. A default one: left out, and said so."""
+    res = run(["llama-3.1-8b", "--gpu", "h100", "--context", "8k,200k"])
+    assert res.exit_code == 2
+    assert "204800 beyond llama-3.1-8b's context window of 131072 tokens" in res.output
+    res = run(["llama-3.1-8b", "--gpu", "h100", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert [r["context"] for r in out["contexts"]] == [8192, 131072]
+    assert out["max_context"] == 131072
+    table = run(["llama-3.1-8b", "--gpu", "h100"]).output
+    assert "window of 131072 tokens left out: 373760" in table
+
+
 def test_unknown_model_is_one_line_config_error():
     res = run(["no-such-model"])
     assert isinstance(res.exception, ConfigError)

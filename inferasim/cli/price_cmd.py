@@ -105,6 +105,21 @@ def _resolve(target: str, gpu_name: str | None, kv_dtype: str | None, width: int
             "kv_divisor": 1.0, "dpa_decode_scale": None, "source": f"catalog model {target}"}
 
 
+def _within_window(contexts: list[int], model: ModelSpec) -> tuple[list[int], list[int]]:
+    """The contexts the model can hold, and the default ones it cannot (left out). A context
+    the user asked for beyond the model's window is an error: no request reaches it."""
+    beyond = [n for n in contexts if n > model.max_context]
+    if not beyond:
+        return contexts, []
+    ctx = click.get_current_context()
+    if ctx.get_parameter_source("contexts") is not click.core.ParameterSource.DEFAULT:
+        raise click.BadParameter(
+            f"{', '.join(map(str, beyond))} beyond {model.name}'s context window of "
+            f"{model.max_context} tokens", ctx=ctx, param_hint="'--context'")
+    kept = [n for n in contexts if n <= model.max_context]
+    return kept or [model.max_context], beyond
+
+
 def _floats(d: dict[str, np.ndarray], i: int) -> dict[str, float]:
     return {k: float(np.asarray(v)[i]) for k, v in d.items()}
 
@@ -188,6 +203,7 @@ def price(target, contexts, phase, gpu_name, kv_dtype, width, chunk, indexer_cos
     """Attention cost at each context: the terms run against the dense charge."""
     r = _resolve(target, gpu_name, kv_dtype, width, phase)
     model, gpu, phase = r["model"], r["gpu"], r["phase"]
+    contexts, dropped = _within_window(contexts, model)
     kind = attention_for(model)
     dense = phase == "dpa-decode" and Knobs.from_env().dpa_decode_dense
     scale = gpu.sparse_indexer_cost_scale if indexer_cost_scale is None else indexer_cost_scale
@@ -204,6 +220,7 @@ def price(target, contexts, phase, gpu_name, kv_dtype, width, chunk, indexer_cos
         "indexer_cost_scale": scale, "width": r["width"], "attn_tp": r["attn_tp"],
         "dpa_decode_dense": dense, "unit": _unit(phase, r["width"], chunk),
         "ratio": "total attention time (indexing included) / dense attention time",
+        "max_context": model.max_context,
     }
     if as_json:
         click.echo(json.dumps({**head, "contexts": rows}, indent=2))
@@ -214,6 +231,9 @@ def price(target, contexts, phase, gpu_name, kv_dtype, width, chunk, indexer_cos
     if dense:
         click.echo("INFERASIM_DPA_DECODE_DENSE=1: attention-DP decode charged dense")
     click.echo(f"microseconds = {head['unit']}; ratio = total / dense")
+    if dropped:
+        click.echo(f"default contexts beyond {model.name}'s window of {model.max_context} "
+                   f"tokens left out: {', '.join(map(str, dropped))}")
     cols = ("context", "dense-ref", *TERMS, "total", "ratio")
     widths = (9, 11, 10, 10, 10, 10, 10, 11, 7)
     click.echo("".join(c.rjust(w) for c, w in zip(cols, widths, strict=True)))
