@@ -717,11 +717,13 @@ def wait_through(env: simpy.Environment, ends: np.ndarray, holder):
 
 def step_ends(t0: float, seconds: np.ndarray, first: float | None = None) -> np.ndarray:
     """End time of each of consecutive steps (``first``, when given, then ``seconds``): added
-    one at a time onto ``t0``, as the clock does when each step is its own timeout."""
-    lead = 1 if first is None else 2
-    ends = np.empty(seconds.size + lead)
-    ends[0] = t0
-    if first is not None:
-        ends[1] = first
-    ends[lead:] = seconds
-    return ends.cumsum()[1:]
+    one at a time onto ``t0``, as the clock does when each step is its own timeout. Takes
+    ``seconds`` over (the ends are written into it when no ``first`` leads)."""
+    if first is None:
+        ends = seconds
+        ends[0] += t0
+    else:
+        ends = np.empty(seconds.size + 1)
+        ends[0] = t0 + first
+        ends[1:] = seconds
+    return np.cumsum(ends, out=ends)
