@@ -351,6 +351,23 @@ def test_decode_stalls_price_an_engine_overhead_per_prefilling_step(scenario):
     assert oracle.frontend_latency(16) < plain.frontend_latency(16) - 0.5 * expected
 
 
+def test_a_probe_refused_for_prefill_carries_no_stall_into_the_engine(scenario):
+    """The same stalled anchors, read for a target at 16 times their ISL: the probe is refused
+    for prefill, so no per-step overhead read from it reaches a prefilling step (the report
+    says analytic, and it is)."""
+    records = [_stalled(16, 0.020, 0.024, 0.30), _stalled(64, 0.030, 0.038, 0.35)]
+    target = attrs.evolve(scenario, workload=attrs.evolve(scenario.workload, isl=16 * ISL,
+                                                          osl=1024))
+    oracle = CalibratedOracle(target, AnchorStore(records))
+    cal = oracle.calibration
+    assert oracle.calibrated and cal["prefill"] == "analytic"
+    assert oracle.prefill_step_overhead_s == 0.0 and "prefill_step_overhead_ms" not in cal
+    assert "each prefill step" not in cal["note"]
+    prefill = _lone_prompt(16.0 * ISL)
+    assert oracle.step(prefill).seconds == oracle.analytic.step(prefill).seconds
+    assert oracle.step_seconds(prefill) == pytest.approx(oracle.analytic.step_seconds(prefill))
+
+
 def test_a_stall_reading_past_the_ttft_is_held_to_it(scenario):
     """The prefill step's engine time is at most the measured TTFT less the wait for the step
     in flight: a request's first token comes out of its own prefill step. A stall reading

@@ -322,7 +322,10 @@ class CalibratedOracle:
             return
         self.prefill_points = rows
         self.prefill_slope, self.frontend_latency_s = fit_ttft(rows, fit_slope)
-        self._stall_points = self._prefill_stalls(usable)
+        # The stalls are prefill time at the probe's ISL: a probe refused for the target's
+        # ISL carries none of it into the engine (its TTFT beyond the analytic prefill stays
+        # outside, in the latency), so the prefill is wholly the analytic model's.
+        self._stall_points = self._prefill_stalls(usable) if fit_slope else []
         if self._stall_points:
             # the stall beyond the analytic prefill is engine time per prefill step: it leaves
             # the latency and enters every prefilling step
