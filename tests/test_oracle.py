@@ -182,3 +182,15 @@ def test_lockstep_group_runs_gemms_over_all_ranks_and_waits_for_the_slowest_atte
     assert group.seconds < whole.seconds  # attention summed over the ranks would be the whole
     # One rank alone is that rank's own step.
     assert o.step_group(ranks[1:2]).seconds == pytest.approx(o.step(ranks[1]).seconds)
+    # The per-step price the engine uses and the run of decode-only group steps a macro-step
+    # prices are that same step (neither adds the ranks' attention up).
+    assert o.step_group_seconds(ranks) == pytest.approx(group.seconds, rel=1e-12)
+    decoding = [StepBatch(decode_context=b.decode_context) for b in ranks]
+    run = o.group_decode_steps([b.decode_context[None, :] + np.arange(3.0)[:, None]
+                                for b in decoding], 1)
+    for j in range(3):
+        step = [StepBatch(decode_context=b.decode_context + j) for b in decoding]
+        assert run[j] == pytest.approx(o.step_group(step).seconds, rel=1e-12)
+        assert run[j] == pytest.approx(o.step_group_seconds(step), rel=1e-12)
+    assert run[0] < o.step(StepBatch(decode_context=np.concatenate(
+        [b.decode_context for b in decoding]))).seconds
