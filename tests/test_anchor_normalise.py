@@ -93,6 +93,10 @@ def test_gpu_parts(name, part):
 def test_gpu_from_image_only_where_it_can_be_argued():
     assert nz.gpu_from_image("lmsysorg/sglang:v0.5.12-rocm700-mi35x") == ("mi355x", "gfx950",
                                                                           "amd")
+    # ATOM's MI350x images run on MI355X too: the ISA, not the part.
+    assert nz.gpu_from_image("rocm/atom:rocm7.1.1-ubuntu24.04-pytorch2.9-atom0.1.1-MI350x") \
+        == (None, "gfx950", "amd")
+    assert nz.gpu_from_image("rocm/vllm:v0.9-rocm700-mi355x") == ("mi355x", "gfx950", "amd")
     # mi30x images serve MI300X and MI325X alike: the ISA, not the part.
     assert nz.gpu_from_image("lmsysorg/sglang:v0.5.12-rocm700-mi30x") == (None, "gfx942", "amd")
     assert nz.gpu_from_image("lmsysorg/sglang:v0.5.12-cu130") == (None, None, "nvidia")

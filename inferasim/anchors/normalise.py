@@ -296,14 +296,17 @@ def gpu_isa(part: str | None) -> str | None:
 
 
 def gpu_from_image(image: str | None) -> tuple[str | None, str | None, str | None]:
-    """(part, isa, vendor) an image tag argues for. An ``mi35x`` tag is built for gfx950 and
-    names MI355X; ``mi30x`` is gfx942 (MI300X or MI325X: part unknown); ``rocm`` says AMD and a
-    CUDA tag (``cu130``) says NVIDIA, without a part."""
+    """(part, isa, vendor) an image tag argues for. An ``mi35x`` or ``mi355x`` tag is built
+    for gfx950 and names MI355X; ``mi350x`` is gfx950 too, but ATOM's MI350x images serve
+    MI355X as well, so the part stays unknown; ``mi30x`` is gfx942 (MI300X or MI325X: part
+    unknown); ``rocm`` says AMD and a CUDA tag (``cu130``) says NVIDIA, without a part."""
     if not image:
         return None, None, None
     tag = image.lower()
-    if re.search(r"mi35\dx?\b|mi35x", tag):
+    if re.search(r"mi355x?\b|mi35x", tag):
         return "mi355x", "gfx950", "amd"
+    if re.search(r"mi35\dx?\b", tag):
+        return None, "gfx950", "amd"
     if re.search(r"mi30x|mi300x?\b|mi325x?\b", tag):
         return None, "gfx942", "amd"
     if "rocm" in tag or "/atom" in tag:
