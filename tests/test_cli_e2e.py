@@ -114,6 +114,24 @@ def test_every_scenario_shortcut_flag_reaches_its_key():
         assert resolved[section][name] == value, key
 
 
+def test_resident_tokens_flag_on_a_replay_is_said_unread():
+    """Only the projection reads --workload-resident-tokens: a replay admits from the
+    requests' own prompts, so run says the flag went unread (on stderr) and runs alike."""
+    base = ["run", "--json", "--set", "workload.duration_s=30"]
+    plain = CliRunner().invoke(cli, base)
+    flagged = CliRunner().invoke(cli, [*base, "--workload-resident-tokens", "5000"])
+    assert flagged.exit_code == 0, flagged.output
+    assert "read by `inferasim project` only" in flagged.stderr
+    assert "resident" not in plain.stderr
+    drop = ("wall_s",)
+    a, b = json.loads(plain.stdout), json.loads(flagged.stdout)
+    assert {k: v for k, v in a.items() if k not in drop} == \
+        {k: v for k, v in b.items() if k not in drop}
+    projected = CliRunner().invoke(cli, ["project", "--json", "--workload-resident-tokens",
+                                         "5000"])
+    assert projected.exit_code == 0 and "read by" not in projected.stderr
+
+
 def test_uncached_prompt_latency_flag_moves_ttft_only():
     base = ["run", "--json", "--set", "workload.duration_s=60", "--set", "workload.seed=3"]
     off = json.loads(CliRunner().invoke(cli, base).output)

@@ -29,7 +29,7 @@ def ablate(scenario, overrides, settings, varied, jobs, as_json, **flags):
     base = Knobs.from_env()
     if not varied:
         variants(settings, base)  # reject a bad knob before loading anything
-    resolved = resolve_scenario(scenario, overrides, **flags)
+    resolved = resolve_scenario(scenario, overrides, replays=True, **flags)
     scenarios = [scenario_variant(
         text, base, lambda extra: resolve_scenario(
             scenario, [*overrides, *flag_overrides(flags), *extra]))

@@ -38,7 +38,8 @@ def scenario_options(func):
     func = click.option("--exact-steps", is_flag=True, default=None,
                         help="Simulate every engine step (the reference mode).")(func)
     func = click.option("--workload-resident-tokens", type=int, default=None,
-                        help="Length-biased mean resident tokens per session (workload.resident_tokens).")(func)
+                        help="Length-biased mean resident tokens per session, for `project` "
+                             "(workload.resident_tokens).")(func)
     func = click.option("--max-num-seqs", type=int, default=None,
                         help="Engine's running-sequence limit (engine.max_num_seqs).")(func)
     func = click.option("--kv-pool-tokens", type=int, default=None,
@@ -55,5 +56,12 @@ def flag_overrides(flags) -> list[str]:
             for k, v in flags.items() if k in SCENARIO_FLAG_KEYS and v is not None]
 
 
-def resolve_scenario(scenario, overrides, check_fit: bool = True, **flags):
+def resolve_scenario(scenario, overrides, check_fit: bool = True, replays: bool = False,
+                     **flags):
+    """The scenario with ``--set`` and the shortcut flags applied. ``replays``: the command
+    replays it, which leaves ``--workload-resident-tokens`` unread (a replay admits from its
+    requests' own prompts; the closed-form projection reads it), and says so."""
+    if replays and flags.get("workload_resident_tokens") is not None:
+        click.echo("note: --workload-resident-tokens is read by `inferasim project` only; a "
+                   "replay admits from its requests' own prompts", err=True)
     return load_scenario(scenario, list(overrides) + flag_overrides(flags), check_fit=check_fit)

@@ -38,7 +38,7 @@ def run(scenario, overrides, as_json, out_dir, out_format, **flags):
     elif out_format != "csv":
         raise click.UsageError("--format chooses the format of the rows --out writes; "
                                "give --out too")
-    resolved = resolve_scenario(scenario, overrides, **flags)
+    resolved = resolve_scenario(scenario, overrides, replays=True, **flags)
     knobs = Knobs.from_env()
     started = time.perf_counter()
     result = simulate(resolved, knobs)

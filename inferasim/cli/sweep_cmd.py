@@ -61,7 +61,7 @@ def sweep(scenario, overrides, ladder, grid_items, jobs, ray_address, out_dir, n
     check_out_dir(out_dir)  # before the ladder runs: refuse a folder it would clobber
     concurrency = parse_concurrency(ladder)
     grid = parse_grid(grid_items)
-    base = resolve_scenario(scenario, overrides, **flags)
+    base = resolve_scenario(scenario, overrides, replays=True, **flags)
     knobs = Knobs.from_env()
     all_overrides = list(overrides) + flag_overrides(flags)
     rungs = build_ladder(scenario, all_overrides, concurrency, grid, knobs,

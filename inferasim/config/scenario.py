@@ -231,7 +231,8 @@ class WorkloadSpec:
     # Trace time is divided by this: 2.0 replays a trace twice as fast.
     rate_scale: float = attrs.field(default=1.0, metadata=above(0))
     max_requests: int | None = attrs.field(default=None, metadata=at_least(1))
-    # Length-biased mean of resident tokens per session, when known (sizes admission checks).
+    # Length-biased mean of resident tokens per session, when known: the closed-form projection
+    # sizes its admission by it (`project`); a replay admits from the requests' own prompts.
     resident_tokens: int | None = attrs.field(default=None, metadata=at_least(1))
     # Mooncake without session_id: replay the implicit follow-up turns (a request extending an
     # earlier one's prefix) as sessions instead of at their stamps. A trace with session_id
