@@ -50,6 +50,20 @@ def test_sliding_window_layers_hold_bounded_kv():
     _, p = plan("model.name=gpt-oss-120b", "gpu.name=h100", "parallel.tp=1")
     assert p.kv_bytes_per_token == 18 * 2048            # full layers only
     assert p.kv_fixed_bytes_per_seq == 18 * 128 * 2048  # 4.5 MiB per request (facts.md A.2)
+    # in tokens of the pool (whose token is the 18 full layers'): the 128-token window
+    assert p.kv_window_pool_tokens == 128
+    _, fp8 = plan("model.name=gpt-oss-120b", "gpu.name=h100", "engine.kv_dtype=fp8")
+    assert fp8.kv_window_pool_tokens == 128  # both halve alike
+    _, dense = plan()
+    assert dense.kv_fixed_bytes_per_seq == 0 and dense.kv_window_pool_tokens == 0
+
+
+def test_window_pool_tokens_round_up_to_pages():
+    from inferasim.arch.memory import window_pool_tokens
+
+    assert window_pool_tokens(100.0, 1.0, 16) == 112
+    assert window_pool_tokens(96.0, 1.0, 16) == 96
+    assert window_pool_tokens(0.0, 1.0, 16) == 0
 
 
 def test_weights_by_dtype_and_parallelism():

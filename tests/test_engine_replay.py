@@ -75,6 +75,36 @@ def test_one_allocation_pool_and_cache_share_capacity():
     assert all(np.isfinite(r.finish) for r in log.requests)
 
 
+def _most_running(window: int) -> int:
+    """Requests of 3,000 tokens on a 20,000-token pool, each holding ``window`` tokens of it
+    for bounded windows while admitted: the most that ran at once. Checks the ledger after
+    every event: the pool's private tokens are the running requests' contexts and windows."""
+    sc = scenario()
+    env = simpy.Environment()
+    kv = KVManager(20_000, sc.engine.page_size, 16, sc.engine.eviction_policy,
+                   sc.engine.prefix_caching, window_tokens=window)
+    eng = EngineInstance(env, sc, AnalyticOracle(sc), kv)
+    log = RequestLog(env)
+    for i in range(8):
+        eng.submit(log.new(spec(i, 3000, out=50, shared=SHARED[:0])))
+    most = 0
+    while env._queue:
+        env.step()
+        eng.decoding.sync()
+        assert all(r.window == window for r in eng.running)
+        assert kv.pool.private == sum(r.private + r.window for r in eng.running)
+        kv.pool.check()
+        most = max(most, len(eng.running))
+    assert kv.pool.private == 0 and all(np.isfinite(r.finish) for r in log.requests)
+    return most
+
+
+def test_bounded_windows_are_held_beside_the_context_from_one_pool():
+    # six 3,008-token tails fit 20,000 tokens; with 512 more each (21,120) only five do
+    assert _most_running(0) == 6
+    assert _most_running(512) == 5
+
+
 def test_admission_by_prefix_not_by_age():
     for policy, expect_first in (("lpm", 2), ("fcfs", 1)):
         env, eng, kv, log = rig(f"engine.queue_policy={policy}", "engine.max_num_seqs=1")

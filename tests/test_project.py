@@ -182,3 +182,19 @@ def test_resident_tokens_override_the_sampled_session_size():
     big = project(_scenario(*common, "workload.resident_tokens=150000"))
     assert big["workload"]["idle_context"] == 150000
     assert big["prefix_hit_rate"] < sampled["prefix_hit_rate"]
+
+
+def test_bounded_windows_take_room_from_the_batch_the_pool_holds():
+    """gpt-oss keeps a 128-token window on 18 layers: each running sequence holds 128 tokens
+    of the pool besides its context, in the projection as in the replay."""
+    from inferasim.arch.memory import memory_plan
+    from inferasim.sweep.projection import _batch_cap
+
+    sc = _scenario("model.name=gpt-oss-120b", "gpu.name=h100", "engine.max_num_seqs=100000")
+    m = workload_moments(sc)
+    plan = memory_plan(sc)
+    assert plan.kv_window_pool_tokens == 128
+    bare = _batch_cap(sc, plan.kv_pool_tokens, m)
+    held = _batch_cap(sc, plan.kv_pool_tokens, m, plan.kv_window_pool_tokens)
+    assert held == pytest.approx(plan.kv_pool_tokens / (m.decode_context + 128))
+    assert held < bare

@@ -7,6 +7,8 @@ gives the pool the engine really allocated (``engine.kv_pool_tokens``).
 
 from __future__ import annotations
 
+import math
+
 import attrs
 
 from inferasim.arch.attention import attention_for
@@ -37,6 +39,9 @@ class MemoryPlan:
     kv_bytes_per_token: float          # per GPU, all layers
     kv_bytes_per_token_layer: float    # per full-attention layer, before parallel division
     kv_fixed_bytes_per_seq: float      # bounded windows per GPU
+    # those windows in tokens of the pool, whole pages: what each running request holds
+    # besides its context (the replay charges it at admission)
+    kv_window_pool_tokens: int
     kv_budget_bytes: float             # what is left for KV on one GPU
     kv_pool_tokens: int
     kv_pool_from: str                  # "memory model" or "engine.kv_pool_tokens"
@@ -60,6 +65,16 @@ def weight_bytes_per_gpu(scenario: Scenario) -> float:
     return per_gpu
 
 
+def window_pool_tokens(fixed_bytes: float, bytes_per_token: float, page_size: int) -> int:
+    """A request's bounded windows (sliding-window layers, a compressed layer's raw window)
+    in tokens of the pool, whole pages: the windows come out of the same KV memory as the
+    context, as an engine's hybrid allocator takes a window group's blocks from one pool."""
+    if fixed_bytes <= 0 or bytes_per_token <= 0:
+        return 0
+    tokens = math.ceil(fixed_bytes / bytes_per_token)
+    return -(-tokens // page_size) * page_size
+
+
 def memory_plan(scenario: Scenario) -> MemoryPlan:
     model, par, eng = scenario.model, scenario.parallel, scenario.engine
     kind = attention_for(model)
@@ -76,5 +91,8 @@ def memory_plan(scenario: Scenario) -> MemoryPlan:
         pool -= pool % eng.page_size
     return MemoryPlan(weight_bytes_per_gpu=weights, kv_bytes_per_token=per_token,
                       kv_bytes_per_token_layer=kind.kv_bytes_per_token_layer(kv_dtype),
-                      kv_fixed_bytes_per_seq=fixed, kv_budget_bytes=budget,
+                      kv_fixed_bytes_per_seq=fixed,
+                      kv_window_pool_tokens=window_pool_tokens(fixed, per_token,
+                                                               eng.page_size),
+                      kv_budget_bytes=budget,
                       kv_pool_tokens=pool, kv_pool_from=source)

@@ -28,6 +28,7 @@ def describe(scenario, overrides, as_json, **flags):
         "kv_bytes_per_token": plan.kv_bytes_per_token,
         "kv_bytes_per_token_layer": plan.kv_bytes_per_token_layer,
         "kv_fixed_bytes_per_seq": plan.kv_fixed_bytes_per_seq,
+        "kv_window_pool_tokens": plan.kv_window_pool_tokens,
         "kv_budget_bytes_per_gpu": plan.kv_budget_bytes,
         "kv_pool_tokens": plan.kv_pool_tokens,
         "kv_pool_from": plan.kv_pool_from,
@@ -54,7 +55,9 @@ def describe(scenario, overrides, as_json, **flags):
                f"(per layer before division: {plan.kv_bytes_per_token_layer:,.0f} B, "
                f"{resolved.kv_dtype})")
     if plan.kv_fixed_bytes_per_seq:
-        click.echo(f"bounded KV per sequence per GPU: {plan.kv_fixed_bytes_per_seq / 2**20:.2f} MiB")
+        click.echo(f"bounded KV per sequence per GPU: {plan.kv_fixed_bytes_per_seq / 2**20:.2f} MiB"
+                   f" (each running request holds {plan.kv_window_pool_tokens:,d} tokens of "
+                   "the pool for it)")
     click.echo(f"KV pool: {plan.kv_pool_tokens:,d} tokens ({plan.kv_pool_from})")
     for role, pool in derived.get("pools", {}).items():
         click.echo(f"{role} pool: {pool['instances']} x {pool['gpus_per_instance']} GPUs, "

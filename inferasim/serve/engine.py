@@ -149,8 +149,7 @@ class EngineInstance:
             keep = self._prealloc_keep * (held + 1)
             if not self.kv.preallocate(req, keep):
                 if held == 0:  # an empty instance cannot take it: it never will
-                    req.failed = (f"needs {req.spec.prompt_tokens} tokens of KV; the decode "
-                                  f"pool holds {self.kv.pool.capacity}")
+                    req.failed = self.kv.refusal(req.spec.prompt_tokens, "decode pool")
                     queue.pop(0)
                     done.succeed()
                     continue
@@ -444,7 +443,7 @@ class EngineInstance:
 
     def _refuse(self, req: LiveRequest) -> None:
         self.waiting.remove(req)
-        req.failed = f"needs {req.target} tokens of KV; the pool holds {self.kv.pool.capacity}"
+        req.failed = self.kv.refusal(req.target)
         req.done.succeed(req)
 
     def _finish(self, req: LiveRequest, now: float) -> None:

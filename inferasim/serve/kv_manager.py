@@ -2,7 +2,8 @@
 
 A request holds its matched prefix through a lock on the cache (counted once however many
 requests share it) and its own uncached tail and decode growth as private tokens, rounded
-up to whole pages. Admission needs room for the uncached tail only, never the whole context.
+up to whole pages. Admission needs room for the uncached tail only, never the whole context
+(plus, for a model with bounded windows, the windows every running request holds).
 """
 
 from __future__ import annotations
@@ -17,12 +18,21 @@ from inferasim.workload.keys import own_block_keys
 
 class KVManager:
     def __init__(self, capacity_tokens: int, page_size: int, block_tokens: int,
-                 eviction_policy: str, prefix_caching: bool):
+                 eviction_policy: str, prefix_caching: bool, window_tokens: int = 0):
+        """``window_tokens``: what every admitted request holds besides its context, for the
+        layers that keep a bounded window (sliding-window or compressed layers' raw window),
+        in tokens of this pool (``arch.memory.window_pool_tokens``): one allocation with the rest."""
         self.pool = KVPool(capacity_tokens)
         self.cache = RadixCache(self.pool, block_tokens, eviction_policy)
         self.page = page_size
         self.bt = block_tokens
         self.prefix_caching = prefix_caching
+        self.window = window_tokens
+
+    def refusal(self, tokens: int, pool: str = "pool") -> str:
+        """Why a request of ``tokens`` context can never be admitted into this pool."""
+        windows = f" (+{self.window} for its bounded windows)" if self.window else ""
+        return f"needs {tokens} tokens of KV{windows}; the {pool} holds {self.pool.capacity}"
 
     def pages(self, tokens: float) -> int:
         """Tokens rounded up to whole pages."""
@@ -63,11 +73,13 @@ class KVManager:
         """Allocate the whole prompt's pages ahead of its KV (a disaggregated decode instance's
         preallocation) when ``keep_free`` tokens stay available beside them."""
         pages = self.pages(req.spec.prompt_tokens)
-        if pages + keep_free > self.available or not self.cache.make_room(pages):
+        held = pages + self.window
+        if held + keep_free > self.available or not self.cache.make_room(held):
             return False
         self.cache.lock(self.cache.root)
-        self.pool.alloc_private(pages)
+        self.pool.alloc_private(held)
         req.private, req.node, req.tree_tokens, req.computed = pages, self.cache.root, 0, 0
+        req.window = self.window
         req.preallocated = True
         return True
 
@@ -87,11 +99,13 @@ class KVManager:
             node, hit = self.cache.root, 0
         self.cache.lock(node)
         tail = self.pages(req.target - hit)
-        if tail + reserve > self.available - reserved_by_others or not self.cache.make_room(tail):
+        held = tail + self.window
+        if held + reserve > self.available - reserved_by_others or not self.cache.make_room(held):
             self.cache.unlock(node)
             return False
-        self.pool.alloc_private(tail)
+        self.pool.alloc_private(held)
         req.private, req.node, req.tree_tokens, req.computed = tail, node, hit, hit
+        req.window = self.window
         if req.prefilled:
             req.computed = req.target  # the transferred KV lands in the allocated pages
         if req.cached_first < 0:
@@ -173,5 +187,5 @@ class KVManager:
         """Drop everything the request holds (finish or preemption); cached blocks stay cached."""
         if req.node is not None:
             self.cache.unlock(req.node)
-        self.pool.free_private(req.private)
-        req.private, req.node, req.tree_tokens = 0, None, 0
+        self.pool.free_private(req.private + req.window)
+        req.private, req.window, req.node, req.tree_tokens = 0, 0, None, 0

@@ -29,6 +29,7 @@ class LiveRequest:
     decode_steps: int = 0
     advance: float = 0.0       # tokens a verify step emits for this request (0: the engine's)
     private: int = 0           # pool tokens held privately (uncached tail, decode growth)
+    window: int = 0            # pool tokens held for the model's bounded windows while admitted
     tree_tokens: int = 0       # tokens of this request's context held by the prefix cache
     node: object = None        # the cache node this request keeps locked
     admitted_seq: int = -1     # admission order (vLLM preempts the newest)

@@ -57,12 +57,12 @@ def _instance(env: simpy.Environment, scenario: Scenario, knobs: Knobs, block_to
               make_oracle: OracleFactory, first_index: int) -> tuple[object, list]:
     """One engine instance; with attention-DP, one scheduler + pool + cache per rank."""
     eng = scenario.engine
-    pool = memory_plan(scenario).kv_pool_tokens
+    plan = memory_plan(scenario)
     dp = scenario.parallel.dp_attention
 
     def kv() -> KVManager:
-        return KVManager(pool, eng.page_size, block_tokens, eng.eviction_policy,
-                         eng.prefix_caching)
+        return KVManager(plan.kv_pool_tokens, eng.page_size, block_tokens, eng.eviction_policy,
+                         eng.prefix_caching, window_tokens=plan.kv_window_pool_tokens)
 
     if dp == 1:
         engine = EngineInstance(env, scenario, make_oracle(scenario, False), kv(), first_index)

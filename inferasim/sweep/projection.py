@@ -330,9 +330,12 @@ def _bisect(fn: Callable[[float], bool], lo: float, hi: float, iters: int = 60) 
     return hi
 
 
-def _batch_cap(scenario: Scenario, pool_tokens: int, m: WorkloadMoments) -> float:
+def _batch_cap(scenario: Scenario, pool_tokens: int, m: WorkloadMoments,
+               window: int = 0) -> float:
+    """Sequences the engine runs at once: its limit, or what the pool holds at the mean
+    decode context plus the bounded windows each running sequence keeps."""
     seqs = scenario.engine.max_num_seqs
-    return float(max(1.0, min(seqs, pool_tokens / max(m.decode_context, 1.0))))
+    return float(max(1.0, min(seqs, pool_tokens / max(m.decode_context + window, 1.0))))
 
 
 def _solve(load: float, m: WorkloadMoments, prices: _Prices, cap: float,
@@ -416,11 +419,12 @@ def project(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
     m = moments or workload_moments(scenario)
     # The routers spread the load evenly over identical schedulers; each is solved alone.
     load = (m.rate if m.rate is not None else scenario.workload.concurrency) / engines
-    pool = memory_plan(scenario).kv_pool_tokens
+    plan = memory_plan(scenario)
+    pool, window = plan.kv_pool_tokens, plan.kv_window_pool_tokens
     gpus = scenario.gpus_per_instance * engines / scenario.parallel.dp_attention
     width = scenario.speculative.verify_width
     advance = scenario.speculative.tokens_per_step
-    cap = _batch_cap(scenario, pool, m)
+    cap = _batch_cap(scenario, pool, m, window)
     # --workload-resident-tokens gives the length-biased resident mean measured on the real
     # trace, so that a sampling error in the session model is not read as an admission one.
     idle_context = scenario.workload.resident_tokens or m.idle_context
@@ -435,7 +439,7 @@ def project(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
         # batch and the shared prefixes; LRU drops the rest.
         idle_sessions = st.x * m.think_mean_s
         need = idle_sessions * idle_context
-        room = max(0.0, pool - st.b * m.decode_context)
+        room = max(0.0, pool - st.b * (m.decode_context + window))
         new = affinity * (1.0 if need <= room or need <= 0 else room / need)
         if abs(new - retention) < 1e-3:
             retention = new
