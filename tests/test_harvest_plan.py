@@ -26,7 +26,6 @@ REGEN = os.environ.get("REGEN_GOLDEN") == "1"  # a test-suite switch, not a simu
 #: method each engine offers, and attention-DP on and off.
 MATRIX = [
     ("vllm", "none", 1), ("vllm", "mtp", 1), ("vllm", "mtp", 8), ("vllm", "eagle3", 1),
-    ("vllm", "dspark", 8),
     ("sglang", "none", 1), ("sglang", "mtp", 8), ("sglang", "eagle3", 1),
     ("mori-sglang", "mtp", 8),
     ("atom", "none", 1), ("atom", "mtp", 8), ("atom", "eagle3", 1), ("atom", "dspark", 8),
@@ -205,6 +204,9 @@ def test_acceptance_from_the_scenario_and_its_bounds():
 def test_methods_an_engine_lacks_are_refused():
     with pytest.raises(ConfigError, match="sglang has no speculative method 'dspark'"):
         make_plan("sglang", "dspark", 1)
+    # vLLM has no DSpark either (engines.md 7): a plan naming it would fail at launch
+    with pytest.raises(ConfigError, match="vllm has no speculative method 'dspark'"):
+        make_plan("vllm", "dspark", 8)
     with pytest.raises(ConfigError, match="--draft-model"):
         make_plan("vllm", "eagle3", 1, draft_model=None)
     # a draft model given without speculation would be dropped from the plan unsaid

@@ -45,9 +45,10 @@ PREFILL_MIN_ISL = 128
 
 
 def _speculative_alias(engine: str, method: str) -> str:
-    """The engine's own name for a speculative method (engines.md 7)."""
+    """The engine's own name for a speculative method (engines.md 7: vLLM's methods are
+    eagle, eagle3, mtp, ngram, draft_model, medusa, suffix and dflash; DSpark is ATOM's)."""
     names = {
-        "vllm": {"mtp": "mtp", "eagle3": "eagle3", "dspark": "dspark"},
+        "vllm": {"mtp": "mtp", "eagle3": "eagle3"},
         "sglang": {"mtp": "NEXTN", "eagle3": "EAGLE3"},
         "mori-sglang": {"mtp": "NEXTN", "eagle3": "EAGLE3"},
         "atom": {"mtp": "mtp", "eagle3": "eagle3", "dspark": "dspark"},
