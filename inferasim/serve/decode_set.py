@@ -42,6 +42,9 @@ class DecodeSet:
         self.fin = np.zeros(capacity)
         self._context: np.ndarray | None = None  # remembered until progress or rows change
         self._next_finish: float | None = None  # next_finish(), while the rows stay
+        # (prompt, gen_base, advance) per row as Python floats, while the rows stay: they
+        # change only when a row joins or leaves (context_after_floats)
+        self._row_floats: list[tuple[float, float, float]] | None = None
 
     def __len__(self) -> int:
         return len(self.reqs)
@@ -55,7 +58,7 @@ class DecodeSet:
             setattr(self, name, new)
 
     def add(self, req: LiveRequest) -> None:
-        self._context = self._next_finish = None
+        self._context = self._next_finish = self._row_floats = None
         i = len(self.reqs)
         if i == self.prompt.size:
             self._grow()
@@ -86,7 +89,7 @@ class DecodeSet:
         The last row moves into the hole: order in the set carries no meaning."""
         i = req.row
         self.sync_row(i)
-        self._context = self._next_finish = None
+        self._context = self._next_finish = self._row_floats = None
         last = len(self.reqs) - 1
         if i != last:
             moved = self.reqs[last]
@@ -181,9 +184,13 @@ class DecodeSet:
     def context_after_floats(self, steps: int) -> list[float]:
         """``context_after(steps)`` as Python floats, by the same operations (``few_rows``)."""
         n = len(self.reqs)
-        return [p + (b + (k + steps) * a) for p, b, k, a in
-                zip(self.prompt[:n].tolist(), self.gen_base[:n].tolist(),
-                    self.steps[:n].tolist(), self.adv[:n].tolist(), strict=True)]
+        rows = self._row_floats
+        if rows is None:
+            rows = self._row_floats = list(zip(self.prompt[:n].tolist(),
+                                               self.gen_base[:n].tolist(),
+                                               self.adv[:n].tolist(), strict=True))
+        return [p + (b + (k + steps) * a)
+                for (p, b, a), k in zip(rows, self.steps[:n].tolist(), strict=True)]
 
     def contexts_after(self, steps: np.ndarray) -> np.ndarray:
         """``context_after(j)`` for each j of ``steps`` (float), one row per j, by the same
