@@ -116,12 +116,11 @@ class DecodeSet:
         ``first`` rows: those added since come after them); returns the rows that reached
         their output target."""
         self._context = None
-        if rows is None and first is not None and first < len(self.reqs):
-            self._next_finish = None
-            self._advance_rows(first, steps)
-            return self._reached(first)
         if rows is None:
             n = len(self.reqs)
+            if first is not None and first < n:
+                n = first  # the rows after them stay: the remembered finish no longer holds
+                self._next_finish = None
             self._advance_rows(n, steps)
             if self._next_finish is not None:
                 self._next_finish -= steps  # every row moved on alike (integers in floats)

@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 import attrs
@@ -115,11 +114,11 @@ def grow_decoders(eng: EngineInstance, steps: int) -> bool:
 
 
 def _grow_few(eng: EngineInstance, steps: int) -> bool:
-    """``grow_decoders`` over a few rows in Python floats, by the same operations as
-    ``grow_rows`` (see ``DecodeSet.few_rows``)."""
+    """``grow_decoders`` over a few rows in Python floats: ``KVManager.grow``'s rounding row
+    by row, all or none, as ``grow_rows`` does it in arrays (see ``DecodeSet.few_rows``)."""
     dec = eng.decoding
     n = len(dec)
-    width, page = eng.width, eng.kv.page
+    width, pages = eng.width, eng.kv.pages
     grown: list[tuple[int, float]] = []
     total = 0.0
     for i, (context, cap, tree) in enumerate(zip(dec.context_after_floats(steps - 1),
@@ -128,7 +127,7 @@ def _grow_few(eng: EngineInstance, steps: int) -> bool:
         context += width
         if context > cap:
             # whole pages for the context beyond the tree, less those held: > 0 when short
-            delta = math.ceil(math.ceil(context - tree) / page) * page - (cap - tree)
+            delta = pages(context - tree) - (cap - tree)
             total += delta
             grown.append((i, cap + delta))
     if not grown:
