@@ -687,6 +687,64 @@ def test_one_concurrency_holds_the_ratio_but_a_speculative_target_carries_the_mt
     assert "speculative sweeps' shared trend" in mtp.calibration["note"]
 
 
+def _on_build(r: AnchorRecord, version: str) -> AnchorRecord:
+    return attrs.evolve(r, id=f"{r.id}-{version}",
+                        provenance=attrs.evolve(r.provenance, engine_version=version))
+
+
+def test_pooled_trend_fits_the_slope_within_each_sweep():
+    """Sweeps on different builds differ in level; the shared slope is fitted within each, so
+    the levels do not tilt it, and a sweep at one batch carries no trend."""
+    from inferasim.cost.ratio_table import pooled_trend
+
+    xs = np.log(np.array([4.0, 16.0, 64.0]))
+    low = [(x, 0.1 + 0.15 * x) for x in xs]
+    high = [(x, 0.6 + 0.15 * x) for x in xs[:2]]
+    slope, used = pooled_trend([low, high, [(xs[0], 0.3)]])
+    assert used == 2
+    assert slope == pytest.approx(0.15, rel=1e-12)
+    # pooled over the levels instead, the same points would give another slope
+    allx = np.array([x for x, _ in low + high])
+    ally = np.array([y for _, y in low + high])
+    assert np.polyfit(allx, ally, 1)[0] != pytest.approx(0.15, rel=0.05)
+    assert pooled_trend([[(xs[0], 0.3)]]) == (0.0, 0)
+    assert pooled_trend([]) == (0.0, 0)
+
+
+def test_one_concurrency_carries_the_trend_of_the_regimes_other_builds(scenario):
+    """The target's build measured one concurrency, an older build a sweep: the older sweep's
+    level is set aside, but its ratio's slope in the batch is carried past the target's
+    anchor, and the calibration note names where it came from."""
+    from inferasim.cost.ratio_table import pooled_trend
+
+    target = attrs.evolve(scenario, engine=attrs.evolve(scenario.engine, version="0.5.12"))
+    own = _on_build(record(16, 0.015), "0.5.12")
+    older = [_on_build(record(c, s), "0.5.9") for c, s in MEASURED.items()]
+    oracle = CalibratedOracle(target, AnchorStore([own, *older]))
+    assert oracle.calibration["anchors_used"] == [own.id]
+    sweep = CalibratedOracle(attrs.evolve(target, engine=attrs.evolve(
+        target.engine, version="0.5.9")), AnchorStore(older))
+    slope, used = pooled_trend([[(math.log(c), math.log(sweep.decode_ratio(c)))
+                                 for c in MEASURED]])
+    assert used == 1 and slope != 0
+    r16 = oracle.decode_ratio(16)
+    for c in (4, 8, 32):
+        want = r16 * (c / 16) ** slope
+        if slope * (c - 16) < 0:   # plain decoding: a trend lowering the ratio is held
+            want = r16
+        assert oracle.decode_ratio(c) == pytest.approx(want, rel=1e-9)
+    assert "other builds: 0.5.9" in oracle.calibration["note"]
+    # without the other build the single concurrency is held flat
+    alone = CalibratedOracle(target, AnchorStore([own]))
+    assert alone.decode_ratio(64) == pytest.approx(alone.decode_ratio(16), rel=1e-12)
+    # the target's own sweep needs no borrowed trend: the older build changes nothing
+    own_sweep = [_on_build(record(c, s * 1.3), "0.5.12") for c, s in MEASURED.items()]
+    mixed = CalibratedOracle(target, AnchorStore(own_sweep + older))
+    plain = CalibratedOracle(target, AnchorStore(own_sweep))
+    for c in (1, 8, 512):
+        assert mixed.decode_ratio(c) == pytest.approx(plain.decode_ratio(c), rel=1e-12)
+
+
 def test_a_verify_step_is_the_anchors_tpot_times_the_tokens_their_stream_shows(scenario):
     """An MTP anchor whose stream sends one chunk per verify step (mean ITL = 2.4 x mean TPOT)
     emitted 2.4 tokens a step: its verify step is 2.4 x TPOT whatever the target's acceptance

@@ -63,6 +63,42 @@ def test_each_rung_replayed_from_the_others_lands_within_10_percent(tmp_path, sc
         assert abs(error) <= 0.10, f"c{conc}: {error:+.1%} against {measured:.0f} tok/s/GPU"
 
 
+ATOM_MTP = "dsr1-mi355x-atom-fp8-mtp-tp8.yaml"
+
+
+def test_a_two_rung_ladder_carries_the_slope_of_its_regimes_other_build(tmp_path):
+    """ATOM fp8 MTP's newest build measured c8 and c32 at 1k/1k (its c512 row contradicts its
+    own latency and calibrates nothing): each rung has one other to come from, and no trend of
+    its own. With the shipped anchors less the held rung the store also holds the regime's
+    1k/8k sweep on an older build; its slope, not the cross-regime MTP prior, carries the rung
+    across, and both land within 10%."""
+    from inferasim.config.loader import load_scenario
+
+    sc = load_scenario(FOLDER / ATOM_MTP)
+    store = AnchorStore.load(REPO / "anchors")
+    rungs = [r for r in store if r.provenance.build
+             and r.provenance.build.endswith(sc.engine.version)
+             and r.regime.engine == "atom" and r.regime.weight_dtype == "fp8"
+             and r.regime.spec_method == "mtp" and r.regime.tp == 8
+             and r.workload.osl == 1024 and not r.little_mismatch()]
+    assert sorted(r.workload.concurrency for r in rungs) == [8, 32]
+    for held in rungs:
+        file = tmp_path / f"without-c{held.workload.concurrency}.json"
+        write_anchor_file(file, [r for r in store if r.id != held.id])
+        conc = held.workload.concurrency
+        result = CliRunner().invoke(cli, [
+            "run", str(FOLDER / ATOM_MTP), "--anchors", str(file), "--json",
+            "--set", f"workload.concurrency={conc}",
+            "--set", f"workload.max_requests={10 * conc}", "--set", "workload.duration_s=1e5"])
+        assert result.exit_code == 0, result.output
+        summary = json.loads(result.output)
+        cal = summary["calibration"]
+        assert cal["anchors_used"] == [r.id for r in rungs if r is not held]
+        assert "sweep(s) of this regime on other builds" in cal["note"]
+        error = summary["total_tok_s_per_gpu"] / held.measurements.tput_per_gpu_total - 1
+        assert abs(error) <= 0.10, f"c{conc}: {error:+.1%}"
+
+
 def test_anchors_none_runs_the_analytic_model():
     result = CliRunner().invoke(cli, [
         "run", str(FOLDER / LADDERS[0][0]), "--anchors", "none", "--json",

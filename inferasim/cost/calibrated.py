@@ -19,9 +19,10 @@ bare forward pass (design.md, behaviour.md 3 "Transport by the whole step").
   in the batch, so a falling end segment turns up past the sweep). Anchors at one
   concurrency share the geometric mean of their ratios. Where the anchors give no trend (one
   concurrency, or end anchors whose contexts differ by more than TREND_CONTEXT_SPAN) the
-  ratio is held flat, except for a speculative target: every
-  measured MTP sweep's ratio grows with the batch, and their pooled trend
-  (SPEC_RATIO_BATCH_EXPONENT) is carried.
+  trend of the regime's sweeps on other builds is carried when the store holds any (set
+  aside for their level, their ratio's slope in the batch is the same deployment's); else
+  the ratio is held flat, except for a speculative target: every measured MTP sweep's ratio
+  grows with the batch, and their pooled trend (SPEC_RATIO_BATCH_EXPONENT) is carried.
 - The KV stream scales with the target's KV width: ``analytic(target)`` prices the target's own
   KV dtype, so the KV delta from the anchor's context and batch to the target's is carried at
   that width — fp8 and bf16 KV do not project alike.
@@ -73,7 +74,7 @@ from inferasim.config.loader import rank_scenario
 from inferasim.config.paths import resolve_scenario_path
 from inferasim.config.scenario import ParallelSpec, Scenario
 from inferasim.cost.oracle import AnalyticOracle, StepBatch, StepCost
-from inferasim.cost.ratio_table import extrapolation, ratio_at
+from inferasim.cost.ratio_table import extrapolation, pooled_trend, ratio_at, trend_held
 from inferasim.cost.ttft_model import TtftRow, fit_ttft, latency_at, latency_at_load
 
 _EMPTY = np.zeros(0, dtype=np.float64)
@@ -114,6 +115,7 @@ class CalibratedOracle:
         # Where the anchors give no trend of their own, a speculative regime's ratio carries
         # the one every measured speculative sweep shows (SPEC_RATIO_BATCH_EXPONENT).
         self._prior_slope = SPEC_RATIO_BATCH_EXPONENT if spec.method != "none" else 0.0
+        self._prior_source = "the speculative sweeps' shared trend"
         # Without speculation a trend past the sweep is carried only where it raises the ratio
         # (ratio_table.EXTRAPOLATION_LIMIT's note).
         self._one_sided = spec.method == "none"
@@ -146,6 +148,8 @@ class CalibratedOracle:
         # The decode ratio table at the target's width, per measured concurrency.
         # per verify width: log batch, measured/analytic, log mean context of those anchors
         self._tables: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        if self.calibrated and self.result.set_aside and self._wants_prior():
+            self._borrow_trend(self.result.set_aside)
         if self.calibrated:
             # reads the decode ratios (the wait). Refused coverage keeps the slope at 1: the
             # prefill stays analytic, the time outside the engine is still the anchors'.
@@ -238,9 +242,29 @@ class CalibratedOracle:
         return seconds
 
     def _collect(self, usable) -> None:
+        skipped_open, kv_assumed, accepted = self._read_points(usable, self.points)
+        if skipped_open:
+            self._notes.append(f"{len(skipped_open)} usable anchor(s) without a closed-loop "
+                               "concurrency or a decode step do not calibrate decode")
+        if accepted and self.scenario.speculative.method != "none":
+            # The verify step is the anchors'; the tokens it emits are the target's acceptance.
+            self._notes.append(
+                f"anchors' verify steps emitted {np.mean(accepted):.2f} tokens (mean ITL / mean "
+                f"TPOT, or the client's figure); the target's acceptance emits "
+                f"{self._advance:.2f}")
+        if kv_assumed:
+            self._notes.append(
+                "anchors do not record their KV dtype (skipped): read as the target's "
+                f"{self.scenario.kv_dtype}; the KV delta to the target's context and batch is "
+                "priced at that width")
+
+    def _read_points(self, records, points: list[AnchorPoint]
+                     ) -> tuple[list[str], bool, list[float]]:
+        """Append each record's decode point to ``points``; return the ids that give none,
+        whether a KV dtype was assumed, and the accept lengths the records measured."""
         spec_target = self.scenario.speculative.method != "none"
         skipped_open, kv_assumed, accepted = [], False, []
-        for record in usable:
+        for record in records:
             step, basis = record.decode_step
             w, reg = record.workload, record.regime
             if step is None or w.concurrency is None or w.concurrency < 1:
@@ -269,21 +293,38 @@ class CalibratedOracle:
                 if own:
                     accepted.append(own)
                 measured *= own or self._advance
-            self.points.append(AnchorPoint(record.id, batch, w.isl + w.osl / 2.0, measured, key))
-        if skipped_open:
-            self._notes.append(f"{len(skipped_open)} usable anchor(s) without a closed-loop "
-                               "concurrency or a decode step do not calibrate decode")
-        if accepted and spec_target:
-            # The verify step is the anchors'; the tokens it emits are the target's acceptance.
-            self._notes.append(
-                f"anchors' verify steps emitted {np.mean(accepted):.2f} tokens (mean ITL / mean "
-                f"TPOT, or the client's figure); the target's acceptance emits "
-                f"{self._advance:.2f}")
-        if kv_assumed:
-            self._notes.append(
-                "anchors do not record their KV dtype (skipped): read as the target's "
-                f"{self.scenario.kv_dtype}; the KV delta to the target's context and batch is "
-                "priced at that width")
+            points.append(AnchorPoint(record.id, batch, w.isl + w.osl / 2.0, measured, key))
+        return skipped_open, kv_assumed, accepted
+
+    def _wants_prior(self) -> bool:
+        """The anchors give no trend of their own somewhere: one concurrency, or an end
+        segment whose anchors ran at contexts too far apart (``ratio_at``)."""
+        logb, _ratios, log_ctx = self._table(self.width)
+        return logb.size < 2 or trend_held(log_ctx, 0, 1) or trend_held(log_ctx, -2, -1)
+
+    def _borrow_trend(self, set_aside) -> None:
+        """Carry, where the target's build gives no trend, the one its regime's sweeps on
+        other builds show: their level is set aside (builds months apart differ by 30% and
+        more), but how their ratio moves with the batch is the same engine, GPU, kernels and
+        parallelism. Each (build, ISL, OSL) sweep at two or more concurrencies is one group;
+        their slopes are pooled by least squares within groups (``pooled_trend``)."""
+        theirs: list[AnchorPoint] = []
+        self._read_points(set_aside, theirs)
+        build_of = {r.id: r.provenance.build or "unrecorded" for r in set_aside}
+        shape_of = {r.id: (r.workload.isl, r.workload.osl) for r in set_aside}
+        sweeps: dict[tuple, list[tuple[float, float]]] = {}
+        for p in theirs:
+            den = self._anchor_step(self._oracles[p.regime_key], p.batch, p.context, self.width)
+            sweeps.setdefault((build_of[p.id], shape_of[p.id]), []).append(
+                (math.log(p.batch), math.log(p.measured_s / den)))
+        slope, used = pooled_trend(list(sweeps.values()))
+        if not used:
+            return
+        builds = sorted({key[0] for key, rows in sweeps.items()
+                         if len({x for x, _ in rows}) > 1})
+        self._prior_slope = slope
+        self._prior_source = (f"the trend of {used} sweep(s) of this regime on other builds: "
+                              + ", ".join(builds))
 
     def _modelled_stall(self, record, tpot: float) -> float:
         """Seconds per output token the other clients' prefills add to a TPOT, as the replay
@@ -656,7 +697,7 @@ class CalibratedOracle:
             notes.append("prefill and TTFT stay analytic: no prefill curve was fitted")
         used = [p.id for p in self.points]
         lo, hi = min(table), max(table)
-        ends = extrapolation(log_ctx, self._prior_slope, self._one_sided)
+        ends = extrapolation(log_ctx, self._prior_slope, self._one_sided, self._prior_source)
         carried = ""
         if self._frontend_modelled and not self._prefill_calibrated:
             isls = ", ".join(str(int(r.isl)) for r in self.prefill_points)

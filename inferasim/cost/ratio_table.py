@@ -29,11 +29,31 @@ def trend_held(log_ctx: np.ndarray, i: int, j: int) -> bool:
     return abs(log_ctx[j] - log_ctx[i]) > math.log(TREND_CONTEXT_SPAN)
 
 
-def extrapolation(log_ctx: np.ndarray, prior_slope: float = 0.0, one_sided: bool = False
-                  ) -> str:
-    """How the ratio is carried past each end of the sweep (see ``ratio_at``)."""
-    rule = f"carried as batch^{prior_slope:g}" if prior_slope else "held flat"
-    prior = f"{rule} (the speculative sweeps' shared trend)" if prior_slope else rule
+def pooled_trend(sweeps: list[list[tuple[float, float]]]) -> tuple[float, int]:
+    """The slope of log ratio over log batch shared by ``sweeps`` (each a list of (log batch,
+    log ratio) at one build and shape), fitted by least squares within each sweep so that
+    their levels, which differ between builds, do not enter it; and how many sweeps spanned
+    two batches or more (0: no trend, the slope is 0)."""
+    num = den = 0.0
+    used = 0
+    for rows in sweeps:
+        xs = np.array([x for x, _ in rows])
+        ys = np.array([y for _, y in rows])
+        dx = xs - xs.mean()
+        if not np.any(dx):
+            continue
+        used += 1
+        num += float(dx @ (ys - ys.mean()))
+        den += float(dx @ dx)
+    return (num / den if den else 0.0), used
+
+
+def extrapolation(log_ctx: np.ndarray, prior_slope: float = 0.0, one_sided: bool = False,
+                  prior_source: str = "the speculative sweeps' shared trend") -> str:
+    """How the ratio is carried past each end of the sweep (see ``ratio_at``);
+    ``prior_source`` says where ``prior_slope`` comes from."""
+    rule = f"carried as batch^{prior_slope:.3g}" if prior_slope else "held flat"
+    prior = f"{rule} ({prior_source})" if prior_slope else rule
     if log_ctx.size < 2:
         return f"one concurrency: the ratio is {prior} at every other batch"
     carried = ("trend carried where it raises the ratio, bounded" if one_sided
