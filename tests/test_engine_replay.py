@@ -472,3 +472,37 @@ def test_a_prompt_admitted_mid_prefill_hits_the_chunks_already_computed(chunks_c
         assert second.cached_first >= 3 * 2048
     else:
         assert second.cached_first == 0
+
+
+def test_the_replay_collects_young_objects_rarely_and_puts_the_threshold_back():
+    """A replay's live heap grows with the trace; the young-generation threshold is raised
+    while it runs (REPLAY_GC_YOUNG) and the caller's thresholds come back after, also when the
+    replay fails."""
+    import gc
+
+    from inferasim.serve.simulation import REPLAY_GC_YOUNG
+
+    sc = scenario("workload.duration_s=5")
+    seen = []
+
+    class Watching(AnalyticOracle):
+        def step_seconds(self, *args, **kwargs):
+            seen.append(gc.get_threshold()[0])
+            return super().step_seconds(*args, **kwargs)
+
+    before = gc.get_threshold()
+    gc.set_threshold(900, 11, 12)
+    try:
+        simulate(sc, oracle=Watching(sc))
+        assert seen and set(seen) == {REPLAY_GC_YOUNG}
+        assert gc.get_threshold() == (900, 11, 12)
+
+        class Failing(AnalyticOracle):
+            def step_seconds(self, *args, **kwargs):
+                raise RuntimeError("priced nothing")
+
+        with pytest.raises(RuntimeError, match="priced nothing"):
+            simulate(sc, oracle=Failing(sc))
+        assert gc.get_threshold() == (900, 11, 12)
+    finally:
+        gc.set_threshold(*before)
