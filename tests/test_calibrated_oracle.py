@@ -734,9 +734,15 @@ def test_one_concurrency_carries_the_trend_of_the_regimes_other_builds(scenario)
             want = r16
         assert oracle.decode_ratio(c) == pytest.approx(want, rel=1e-9)
     assert "other builds: 0.5.9" in oracle.calibration["note"]
-    # without the other build the single concurrency is held flat
+    # without the other build the single concurrency is held flat; so it is beside anchors
+    # that name no build (set aside, but one sweep of them could span builds)
     alone = CalibratedOracle(target, AnchorStore([own]))
     assert alone.decode_ratio(64) == pytest.approx(alone.decode_ratio(16), rel=1e-12)
+    unnamed = CalibratedOracle(target, AnchorStore(
+        [own, *(record(c, s) for c, s in MEASURED.items())]))
+    assert len(unnamed.result.set_aside) == len(MEASURED)
+    for c in (4, 64):
+        assert unnamed.decode_ratio(c) == pytest.approx(unnamed.decode_ratio(16), rel=1e-12)
     # the target's own sweep needs no borrowed trend: the older build changes nothing
     own_sweep = [_on_build(record(c, s * 1.3), "0.5.12") for c, s in MEASURED.items()]
     mixed = CalibratedOracle(target, AnchorStore(own_sweep + older))

@@ -307,10 +307,12 @@ class CalibratedOracle:
         other builds show: their level is set aside (builds months apart differ by 30% and
         more), but how their ratio moves with the batch is the same engine, GPU, kernels and
         parallelism. Each (build, ISL, OSL) sweep at two or more concurrencies is one group;
-        their slopes are pooled by least squares within groups (``pooled_trend``)."""
+        their slopes are pooled by least squares within groups (``pooled_trend``). Anchors
+        that name no build are left out: one sweep of them could span builds."""
+        set_aside = [r for r in set_aside if r.provenance.build]
         theirs: list[AnchorPoint] = []
         self._read_points(set_aside, theirs)
-        build_of = {r.id: r.provenance.build or "unrecorded" for r in set_aside}
+        build_of = {r.id: r.provenance.build for r in set_aside}
         shape_of = {r.id: (r.workload.isl, r.workload.osl) for r in set_aside}
         sweeps: dict[tuple, list[tuple[float, float]]] = {}
         for p in theirs:
