@@ -99,6 +99,60 @@ def test_a_two_rung_ladder_carries_the_slope_of_its_regimes_other_build(tmp_path
         assert abs(error) <= 0.10, f"c{conc}: {error:+.1%}"
 
 
+# The one shipped rung past 10%: its ratio falls from c4 to c32 and turns up at c64, so the
+# c32 ratio held past the sweep is 12% low (docs/anchors.md, "the ladder replays").
+KNOWN_MISSES = {("dsr1-mi325x-sglang-fp8-tp8.yaml", 1024, 1024, 64):
+                "MI325X v0.5.12 c64 turns up past a falling sweep: +13% (docs/anchors.md)"}
+
+
+def _shipped_rungs():
+    """Every rung of every shipped ladder: per InferenceMAX scenario, the anchors of its build
+    that calibrate it, at one ISL/OSL, three concurrencies or more. Two-rung pairs are
+    extrapolations across 2-64x in batch, not ladders (docs/anchors.md lists them)."""
+    from inferasim.config.loader import load_scenario
+
+    store = AnchorStore.load(REPO / "anchors")
+    out = []
+    for path in sorted(FOLDER.glob("dsr1-*.yaml")):
+        usable = [r for r in store.for_target(load_scenario(path)).usable
+                  if not r.little_mismatch()]
+        shapes = {(r.workload.isl, r.workload.osl) for r in usable}
+        for isl, osl in sorted(shapes):
+            rungs = [r for r in usable if (r.workload.isl, r.workload.osl) == (isl, osl)]
+            if len({r.workload.concurrency for r in rungs}) < 3:
+                continue
+            for r in sorted(rungs, key=lambda r: r.workload.concurrency):
+                key = (path.name, isl, osl, r.workload.concurrency)
+                marks = [pytest.mark.xfail(strict=True, reason=KNOWN_MISSES[key])] \
+                    if key in KNOWN_MISSES else []
+                out.append(pytest.param(path, r.id, id=f"{path.stem}-{isl}-{osl}-c{key[3]}",
+                                        marks=marks))
+    return out
+
+
+@pytest.mark.parametrize("path,held_id", _shipped_rungs())
+def test_every_shipped_rung_replayed_without_itself_lands_within_10_percent(tmp_path, path,
+                                                                          held_id):
+    """A user with the shipped anchors asking for a concurrency nobody measured: each rung is
+    held out of the store and replayed from what is left (its ladder's other rungs; the
+    regime's other builds set aside, their trend borrowed where the ladder gives none)."""
+    store = AnchorStore.load(REPO / "anchors")
+    held = store.get(held_id)
+    file = tmp_path / "without.json"
+    write_anchor_file(file, [r for r in store if r.id != held_id])
+    w = held.workload
+    result = CliRunner().invoke(cli, [
+        "run", str(path), "--anchors", str(file), "--json",
+        "--set", f"workload.concurrency={w.concurrency}", "--set", f"workload.isl={w.isl}",
+        "--set", f"workload.osl={w.osl}", "--set", f"workload.max_requests={10 * w.concurrency}",
+        "--set", "workload.duration_s=1e5"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)
+    assert held_id not in summary["calibration"]["anchors_used"]
+    error = summary["total_tok_s_per_gpu"] / held.measurements.tput_per_gpu_total - 1
+    assert abs(error) <= 0.10, f"{error:+.1%} against {held.measurements.tput_per_gpu_total:.0f}"
+
+
 def test_anchors_none_runs_the_analytic_model():
     result = CliRunner().invoke(cli, [
         "run", str(FOLDER / LADDERS[0][0]), "--anchors", "none", "--json",
