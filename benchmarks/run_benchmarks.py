@@ -208,11 +208,26 @@ def warm_corpora(names: list[str]) -> dict | None:
     timed rounds; None where no case needs it or the data is absent."""
     if not any("agentx" in n for n in names) or not AGENTX.exists():
         return None
+    out = _in_own_process(_warm_corpus, str(AGENTX))
+    if isinstance(out, int):
+        sys.exit(f"loading {AGENTX} failed (exit code {out})")
+    return out
+
+
+def _in_own_process(target, arg: str) -> dict | int:
+    """``target(arg, queue)`` in a fresh process: what it puts on the queue, or its exit
+    code when it dies first (a crash must not hang the runner on its queue)."""
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    proc = ctx.Process(target=_warm_corpus, args=(str(AGENTX), queue))
+    proc = ctx.Process(target=target, args=(arg, queue))
     proc.start()
-    out = queue.get()
+    while True:
+        try:
+            out = queue.get(timeout=1.0)
+            break
+        except Exception:  # queue.Empty
+            if not proc.is_alive():
+                return proc.exitcode
     proc.join()
     return out
 
@@ -221,18 +236,9 @@ def _run_once(name: str) -> dict:
     need = _needs(name)
     if need is not None and not need.exists():
         return {"case": name, "skipped": f"{need} absent"}
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    proc = ctx.Process(target=_run_case, args=(name, queue))
-    proc.start()
-    while True:  # a case that crashes must not hang the runner on its queue
-        try:
-            out = queue.get(timeout=1.0)
-            break
-        except Exception:  # queue.Empty
-            if not proc.is_alive():
-                return {"case": name, "skipped": f"failed (exit code {proc.exitcode})"}
-    proc.join()
+    out = _in_own_process(_run_case, name)
+    if isinstance(out, int):
+        return {"case": name, "skipped": f"failed (exit code {out})"}
     return out
 
 

@@ -38,6 +38,22 @@ def _ladder(scenario: str, build: str, osl: int):
     return rungs
 
 
+def _replay_rung(path: Path, anchors: Path, held) -> tuple[dict, float]:
+    """``inferasim run`` at the held rung's ISL/OSL and concurrency, calibrated from
+    ``anchors``: the summary, and its throughput per GPU's error against the rung's."""
+    w = held.workload
+    result = CliRunner().invoke(cli, [
+        "run", str(path), "--anchors", str(anchors), "--json",
+        "--set", f"workload.concurrency={w.concurrency}", "--set", f"workload.isl={w.isl}",
+        "--set", f"workload.osl={w.osl}",
+        # InferenceMAX sends 10 requests a client; the count ends the run
+        "--set", f"workload.max_requests={10 * w.concurrency}",
+        "--set", "workload.duration_s=1e5"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)
+    return summary, summary["total_tok_s_per_gpu"] / held.measurements.tput_per_gpu_total - 1
+
+
 @pytest.mark.parametrize("scenario,build,osl", LADDERS, ids=lambda v: str(v)[:24])
 def test_each_rung_replayed_from_the_others_lands_within_10_percent(tmp_path, scenario, build,
                                                                      osl):
@@ -47,19 +63,12 @@ def test_each_rung_replayed_from_the_others_lands_within_10_percent(tmp_path, sc
         file = tmp_path / f"without-c{held.workload.concurrency}.json"
         write_anchor_file(file, others)
         conc = held.workload.concurrency
-        result = CliRunner().invoke(cli, [
-            "run", str(FOLDER / scenario), "--anchors", str(file), "--json",
-            "--set", f"workload.concurrency={conc}", "--set", f"workload.osl={osl}",
-            # InferenceMAX sends 10 requests a client; the count ends the run
-            "--set", f"workload.max_requests={10 * conc}", "--set", "workload.duration_s=1e5"])
-        assert result.exit_code == 0, result.output
-        summary = json.loads(result.output)
+        summary, error = _replay_rung(FOLDER / scenario, file, held)
         cal = summary["calibration"]
         assert cal["mode"] == "anchored"
         assert sorted(cal["anchors_used"]) == sorted(r.id for r in others)
         assert cal["anchor_files"] == [str(file)]
         measured = held.measurements.tput_per_gpu_total
-        error = summary["total_tok_s_per_gpu"] / measured - 1
         assert abs(error) <= 0.10, f"c{conc}: {error:+.1%} against {measured:.0f} tok/s/GPU"
 
 
@@ -86,16 +95,10 @@ def test_a_two_rung_ladder_carries_the_slope_of_its_regimes_other_build(tmp_path
         file = tmp_path / f"without-c{held.workload.concurrency}.json"
         write_anchor_file(file, [r for r in store if r.id != held.id])
         conc = held.workload.concurrency
-        result = CliRunner().invoke(cli, [
-            "run", str(FOLDER / ATOM_MTP), "--anchors", str(file), "--json",
-            "--set", f"workload.concurrency={conc}",
-            "--set", f"workload.max_requests={10 * conc}", "--set", "workload.duration_s=1e5"])
-        assert result.exit_code == 0, result.output
-        summary = json.loads(result.output)
+        summary, error = _replay_rung(FOLDER / ATOM_MTP, file, held)
         cal = summary["calibration"]
         assert cal["anchors_used"] == [r.id for r in rungs if r is not held]
         assert "sweep(s) of this regime on other builds" in cal["note"]
-        error = summary["total_tok_s_per_gpu"] / held.measurements.tput_per_gpu_total - 1
         assert abs(error) <= 0.10, f"c{conc}: {error:+.1%}"
 
 
@@ -140,16 +143,8 @@ def test_every_shipped_rung_replayed_without_itself_lands_within_10_percent(tmp_
     held = store.get(held_id)
     file = tmp_path / "without.json"
     write_anchor_file(file, [r for r in store if r.id != held_id])
-    w = held.workload
-    result = CliRunner().invoke(cli, [
-        "run", str(path), "--anchors", str(file), "--json",
-        "--set", f"workload.concurrency={w.concurrency}", "--set", f"workload.isl={w.isl}",
-        "--set", f"workload.osl={w.osl}", "--set", f"workload.max_requests={10 * w.concurrency}",
-        "--set", "workload.duration_s=1e5"])
-    assert result.exit_code == 0, result.output
-    summary = json.loads(result.output)
+    summary, error = _replay_rung(path, file, held)
     assert held_id not in summary["calibration"]["anchors_used"]
-    error = summary["total_tok_s_per_gpu"] / held.measurements.tput_per_gpu_total - 1
     assert abs(error) <= 0.10, f"{error:+.1%} against {held.measurements.tput_per_gpu_total:.0f}"
 
 

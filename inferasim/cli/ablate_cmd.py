@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import click
 
-from inferasim.cli.options import flag_overrides, resolve_scenario, scenario_options
+from inferasim.cli.options import (
+    deployment_title,
+    flag_overrides,
+    resolve_scenario,
+    scenario_options,
+)
 from inferasim.config.knobs import Knobs
 from inferasim.report import strict_json
 
@@ -39,8 +44,5 @@ def ablate(scenario, overrides, settings, varied, jobs, as_json, **flags):
     if as_json:
         click.echo(strict_json.dumps(result))
         return
-    click.echo(f"{resolved.name}: {resolved.model.name} on {resolved.total_gpus} x "
-               f"{resolved.gpu.name} ({resolved.topology.kind}), {resolved.engine.name}, "
-               "concurrency "
-               f"{resolved.workload.concurrency}")
+    click.echo(f"{deployment_title(resolved)}, concurrency {resolved.workload.concurrency}")
     click.echo(ablation_table(result))

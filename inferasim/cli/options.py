@@ -65,3 +65,10 @@ def resolve_scenario(scenario, overrides, check_fit: bool = True, replays: bool 
         click.echo("note: --workload-resident-tokens is read by `inferasim project` only; a "
                    "replay admits from its requests' own prompts", err=True)
     return load_scenario(scenario, list(overrides) + flag_overrides(flags), check_fit=check_fit)
+
+
+def deployment_title(resolved) -> str:
+    """``name: model on N x gpu (topology), engine``: every GPU of the deployment, as the
+    per-GPU figures divide by them all (run, project and ablate open with it)."""
+    return (f"{resolved.name}: {resolved.model.name} on {resolved.total_gpus} x "
+            f"{resolved.gpu.name} ({resolved.topology.kind}), {resolved.engine.name}")

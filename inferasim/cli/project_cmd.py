@@ -6,7 +6,7 @@ import math
 
 import click
 
-from inferasim.cli.options import resolve_scenario, scenario_options
+from inferasim.cli.options import deployment_title, resolve_scenario, scenario_options
 from inferasim.config.knobs import Knobs
 from inferasim.report import strict_json
 
@@ -74,10 +74,7 @@ def project(scenario, overrides, as_json, no_replay, **flags):
         return
     wl = projection["workload"]
     load = (f"rate {wl['rate']:.3g} req/s" if wl["rate"] else f"concurrency {wl['concurrency']}")
-    # every GPU, as run's title counts them: the per-GPU figures divide by them all
-    click.echo(f"{resolved.name}: {resolved.model.name} on {resolved.total_gpus} x "
-               f"{resolved.gpu.name} ({resolved.topology.kind}), {resolved.engine.name}, "
-               f"{load}")
+    click.echo(f"{deployment_title(resolved)}, {load}")
     click.echo(_table(projection, scored))
     sat = projection["saturated"]
     per = (f" per scheduler ({projection['schedulers']} of them)"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from inferasim.cli.options import resolve_scenario, scenario_options
+from inferasim.cli.options import deployment_title, resolve_scenario, scenario_options
 from inferasim.config.knobs import Knobs
 from inferasim.report import strict_json
 from inferasim.report.atomic import check_out_dir
@@ -58,8 +58,6 @@ def run(scenario, overrides, as_json, out_dir, out_format, **flags):
             load = f"{wl.rate:g} req/s"
         else:
             load = f"concurrency {wl.concurrency}"
-        title = (f"{resolved.name}: {resolved.model.name} on {resolved.total_gpus} x "
-                 f"{resolved.gpu.name} ({resolved.topology.kind}), {resolved.engine.name}, "
-                 f"{wl.format} workload, {load}")
+        title = f"{deployment_title(resolved)}, {wl.format} workload, {load}"
         click.echo(summary_table(summary, title))
         click.echo(f"(simulated {result.end_s:.0f} s in {summary['wall_s']:.2f} s of wall time)")

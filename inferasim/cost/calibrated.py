@@ -309,16 +309,14 @@ class CalibratedOracle:
         parallelism. Each (build, ISL, OSL) sweep at two or more concurrencies is one group;
         their slopes are pooled by least squares within groups (``pooled_trend``). Anchors
         that name no build are left out: one sweep of them could span builds."""
-        set_aside = [r for r in set_aside if r.provenance.build]
+        named = {r.id: r for r in set_aside if r.provenance.build}
         theirs: list[AnchorPoint] = []
-        self._read_points(set_aside, theirs)
-        build_of = {r.id: r.provenance.build for r in set_aside}
-        shape_of = {r.id: (r.workload.isl, r.workload.osl) for r in set_aside}
+        self._read_points(named.values(), theirs)
         sweeps: dict[tuple, list[tuple[float, float]]] = {}
         for p in theirs:
-            den = self._anchor_step(self._oracles[p.regime_key], p.batch, p.context, self.width)
-            sweeps.setdefault((build_of[p.id], shape_of[p.id]), []).append(
-                (math.log(p.batch), math.log(p.measured_s / den)))
+            r = named[p.id]
+            sweeps.setdefault((r.provenance.build, r.workload.isl, r.workload.osl), []).append(
+                (math.log(p.batch), self._log_ratio(p, self.width)))
         slope, used = pooled_trend(list(sweeps.values()))
         if not used:
             return
@@ -524,15 +522,18 @@ class CalibratedOracle:
             by_batch: dict[int, list[float]] = {}
             ctx_by_batch: dict[int, list[float]] = {}
             for p in self.points:
-                oracle = self._oracles[p.regime_key]
-                den = self._anchor_step(oracle, p.batch, p.context, width)
-                by_batch.setdefault(p.batch, []).append(math.log(p.measured_s / den))
+                by_batch.setdefault(p.batch, []).append(self._log_ratio(p, width))
                 ctx_by_batch.setdefault(p.batch, []).append(math.log(max(p.context, 1.0)))
             batches = np.array(sorted(by_batch), dtype=np.float64)
             ratios = np.array([math.exp(float(np.mean(by_batch[int(b)]))) for b in batches])
             log_ctx = np.array([float(np.mean(ctx_by_batch[int(b)])) for b in batches])
             self._tables[width] = (np.log(batches), ratios, log_ctx)
         return self._tables[width]
+
+    def _log_ratio(self, p: AnchorPoint, width: int) -> float:
+        """log(measured / analytic) of an anchor's decode step, its analytic step at ``width``."""
+        den = self._anchor_step(self._oracles[p.regime_key], p.batch, p.context, width)
+        return math.log(p.measured_s / den)
 
     def _scheduled(self, batch: int, oracle: AnalyticOracle) -> int:
         """An anchor's instance batch as the replay's oracle is asked it: whole, or under

@@ -237,21 +237,20 @@ def load_agentx(path: str | Path, *, use_cache: bool = True) -> TreeCorpus:
 # ---------------------------------------------------------------------------------------
 # The workload source
 # ---------------------------------------------------------------------------------------
-def agentic_trace_path(trace: str | None, scenario_path: str | None, *, fmt: str,
-                       origin: str | None = None) -> Path:
+def agentic_trace_path(scenario) -> Path:
     """The scenario's trace (``resolve_trace_path``), or for the ``sessions`` format without
     one, the bundled synthetic sessions."""
-    if trace is None and fmt == "sessions":
+    wl = scenario.workload
+    if wl.trace is None and wl.format == "sessions":
         from inferasim.config.catalog import REPO_ROOT
 
         return REPO_ROOT / "traces" / "agentic-small.jsonl"
-    return resolve_trace_path(trace, scenario_path, fmt=fmt, origin=origin)
+    return resolve_trace_path(scenario)
 
 
 def load_trees(scenario) -> TreeCorpus:
     wl = scenario.workload
-    path = agentic_trace_path(wl.trace, scenario.path, fmt=wl.format,
-                              origin=scenario.origin_of("workload.trace"))
+    path = agentic_trace_path(scenario)
     try:
         if wl.format == "agentx":
             return load_agentx(path)

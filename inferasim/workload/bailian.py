@@ -79,6 +79,5 @@ def _check_acyclic(parent: list[int], chats: list[int], path: Path) -> None:
 
 def bailian_source(scenario: Scenario, rng: np.random.Generator) -> StampedSource:
     wl = scenario.workload
-    trace = load_bailian(resolve_trace_path(wl.trace, scenario.path, fmt="bailian",
-                                            origin=scenario.origin_of("workload.trace")))
+    trace = load_bailian(resolve_trace_path(scenario))
     return StampedSource(trace, wl.rate_scale, wl.duration_s, True, wl.warmup_s)

@@ -149,8 +149,7 @@ def mooncake_source(scenario: Scenario, rng: np.random.Generator) -> StampedSour
     wl = scenario.workload
     if wl.rate_scale <= 0:
         raise ConfigError("expected a positive number", file=scenario.path, key="workload.rate_scale")
-    trace = load_mooncake(resolve_trace_path(wl.trace, scenario.path, fmt="mooncake",
-                                             origin=scenario.origin_of("workload.trace")),
+    trace = load_mooncake(resolve_trace_path(scenario),
                           implicit_turns=wl.mooncake_sessions)
     sessions = wl.mooncake_sessions or trace.explicit_sessions
     return StampedSource(trace, wl.rate_scale, wl.duration_s, sessions, wl.warmup_s)
