@@ -248,9 +248,13 @@ def test_decode_sweep_short_of_the_batch_is_warned_without_direction():
     result = store.for_target(target(batch=256))
     (warning,) = result.warnings
     assert "16" in warning and "256" in warning
+    # below the sweep too: a batch of 1 from a sweep that starts at 4
+    (below,) = store.for_target(target(batch=1)).warnings
+    assert "starts at concurrency 4" in below and "batch of 1" in below
     direction = re.compile(r"\b(under|over|optimistic|pessimistic|faster|slower|cheaper|"
                            r"higher|lower|more expensive|less|too)\w*", re.I)
-    assert not direction.search(warning), warning
+    for said in (warning, below):
+        assert not direction.search(said), said
 
 
 # ---------------------------------------------------------------- decode step, files, frame
