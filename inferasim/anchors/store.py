@@ -369,15 +369,14 @@ def _decode_coverage(records: list[AnchorRecord], batch: int | None) -> list[str
     if not concs:
         return [f"decode: no usable anchor records a closed-loop concurrency; the target's "
                 f"batch of {batch} is not covered by a measured sweep"]
-    reach, start = max(concs), min(concs)
-    if batch > reach:
-        return [f"decode: the measured sweep stops at concurrency {reach}; the target asks for "
-                f"a batch of {batch}; steps past {reach} are transported from the measured "
-                "sweep, not measured"]
-    if batch < start:
-        # Below the sweep is no safer than past it: held out of the InferenceMAX history, a
-        # sweep's lowest concurrency is predicted worse than its highest (docs/anchors.md).
-        return [f"decode: the measured sweep starts at concurrency {start}; the target asks "
-                f"for a batch of {batch}; steps below {start} are transported from the "
-                "measured sweep, not measured"]
-    return []
+    # Below the sweep is no safer than past it: held out of the InferenceMAX history, a
+    # sweep's lowest concurrency is predicted worse than its highest (docs/anchors.md).
+    if batch > max(concs):
+        end, side, edge = "stops", "past", max(concs)
+    elif batch < min(concs):
+        end, side, edge = "starts", "below", min(concs)
+    else:
+        return []
+    return [f"decode: the measured sweep {end} at concurrency {edge}; the target asks for a "
+            f"batch of {batch}; steps {side} {edge} are transported from the measured sweep, "
+            "not measured"]

@@ -51,16 +51,16 @@ def summary_table(summary: dict[str, Any], title: str) -> str:
                f"together in groups of {group}")
         lines.append(f"{'attention-DP ranks':<{width}}  {how} (INFERASIM_DES_LOCKSTEP)")
     cal = summary.get("calibration", {})
-    lines.append(f"{'calibration':<{width}}  {cal.get('mode', '?')}: {cal.get('note', '')}")
-    # The calibration's warnings (a sweep short of the asked batch, a crossed build, an
-    # assumed KV dtype) are printed, not left to --json.
-    # (not the ones the line above already says: an analytic fallback's reason is both)
-    main = cal.get("note", "")
-    lines += [f"{'':<{width}}  - {note}" for note in cal.get("notes") or () if note not in main]
-    decode = cal.get("decode_pool")
-    if decode:
-        lines.append(f"{'calibration, decode':<{width}}  {decode.get('mode', '?')}: "
-                     f"{decode.get('note', '')}")
-        lines += [f"{'':<{width}}  - {note}" for note in decode.get("notes") or ()
-                  if note not in decode.get("note", "")]
+    lines += _calibration_lines("calibration", cal, width)
+    if cal.get("decode_pool"):
+        lines += _calibration_lines("calibration, decode", cal["decode_pool"], width)
     return "\n".join(lines)
+
+
+def _calibration_lines(label: str, cal: dict[str, Any], width: int) -> list[str]:
+    """An oracle's calibration line and its warnings (a sweep short of the asked batch, a
+    crossed build, an assumed KV dtype), printed, not left to --json; not the ones the line
+    already says (an analytic fallback's reason is both)."""
+    main = cal.get("note", "")
+    return [f"{label:<{width}}  {cal.get('mode', '?')}: {main}",
+            *(f"{'':<{width}}  - {note}" for note in cal.get("notes") or () if note not in main)]
