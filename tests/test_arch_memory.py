@@ -91,11 +91,13 @@ def test_attention_dp_replicates_attention_weights():
 
 
 def test_pool_tokens_follow_memory_and_override():
-    sc, p = plan()
+    # the fixed-reserve rule's arithmetic (the engines' own rules: test_engine_memory.py)
+    sc, p = plan("engine.memory_rule=fixed-reserve", "engine.reserve_gib=6")
     expect = (sc.gpu.hbm_bytes * sc.engine.mem_fraction - p.weight_bytes_per_gpu
               - sc.engine.reserve_gib * GIB) / p.kv_bytes_per_token
     assert p.kv_pool_tokens == pytest.approx(expect, abs=sc.engine.page_size + 1)
     _, given = plan("engine.kv_pool_tokens=123456")
     assert given.kv_pool_tokens == 123456 and given.kv_pool_from == "engine.kv_pool_tokens"
-    _, fp8 = plan("engine.kv_dtype=fp8")
+    _, fp8 = plan("engine.memory_rule=fixed-reserve", "engine.reserve_gib=6",
+                  "engine.kv_dtype=fp8")
     assert fp8.kv_pool_tokens == pytest.approx(2 * p.kv_pool_tokens, rel=0.001)

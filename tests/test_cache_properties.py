@@ -60,7 +60,7 @@ steps = st.builds(
 )
 streams = st.fixed_dictionaries(
     {
-        "policy": st.sampled_from(["leaf-lru", "recency"]),
+        "policy": st.sampled_from(["leaf-lru", "radix-leaf", "block-pool", "recency"]),
         "block_tokens": st.sampled_from([1, 4, 16]),
         "capacity_blocks": st.integers(2, 40),
         "steps": st.lists(steps, min_size=20, max_size=60),
@@ -93,7 +93,8 @@ def longest_cached(prefixes: set[tuple[int, ...]], prompt: np.ndarray) -> int:
 
 def evictable_leaves(cache: RadixCache):
     return [
-        (tuple(cache.path_keys(n)), n.last_access)
+        # the order the policy evicts leaves in: release order for a block pool, else recency
+        (tuple(cache.path_keys(n)), cache.policy.priority(n)[0])
         for n in cache.iter_nodes()
         if n.lock_ref == 0 and not n.children
     ]
@@ -170,7 +171,10 @@ class Stream:
         leaves = evictable_leaves(cache)
         freed = cache.evict(tokens)
         assert freed % self.bt == 0
-        if evictable >= tokens:
+        if evictable >= tokens and cache.policy.whole_leaf:
+            # whole leaves: at least what was asked, and the last leaf taken was needed
+            assert freed >= tokens
+        elif evictable >= tokens:
             assert tokens <= freed < tokens + self.bt  # whole blocks, nothing beyond
         else:
             assert freed == evictable

@@ -20,8 +20,10 @@ EXPECTED_NAMES = {
         "glm-4.5", "glm-4.6", "glm-5", "glm-5.1", "glm-5.2", "minimax-m2", "minimax-m2.5",
         "minimax-m2.7", "minimax-m3", "kimi-k2", "kimi-k2.5", "qwen3-235b-a22b",
         "llama-3.1-8b", "llama-3.1-70b", "gpt-oss-120b",
+        # added with the engine-log memory checks (tests/test_engine_memory_logs.py)
+        "llama-3.3-70b", "qwq-32b", "kimi-k2.7",
     },
-    "gpus": {"mi300x", "mi325x", "mi350x", "mi355x", "h100", "h200", "b200", "gb200"},
+    "gpus": {"mi300x", "mi325x", "mi350x", "mi355x", "h100", "h200", "b200", "gb200", "l4"},
     "engines": {"vllm", "sglang", "mori-sglang", "atom"},
 }
 
@@ -370,14 +372,21 @@ def test_engine_defaults(name, expected):
     e = load("engines", name)
     for key, value in expected.items():
         assert getattr(e, key) == value, key
-    # inferasim's prefix-first admission is the default on every engine (behaviour.md 4).
-    assert e.queue_policy == "lpm"
+    # each engine's own arrival-order admission is its default (behaviour.md 4, amended);
+    # prefix-first (lpm) is selectable
+    assert e.queue_policy == "fcfs"
+    assert e.eviction_policy == {"vllm": "block-pool", "atom": "block-pool",
+                                 "sglang": "radix-leaf"}[name]
     assert e.prefix_caching
     assert 0.0 < e.mem_fraction <= 1.0
     assert not e.mla_latent_sharded
 
 
-def test_vllm_and_atom_keep_a_reserve_sglang_does_not():
-    assert load("engines", "vllm").reserve_gib > 0
-    assert load("engines", "atom").reserve_gib > 0
-    assert load("engines", "sglang").reserve_gib == 0
+def test_each_engine_sizes_its_pool_by_its_own_memory_rule():
+    # engines.md 1: vLLM and ATOM profile (activation peak, non-torch, graphs), SGLang takes
+    # mem_fraction_static of the free memory; no fixed reserve is left on top of either.
+    assert load("engines", "vllm").memory_rule == "vllm-profile"
+    assert load("engines", "atom").memory_rule == "atom-profile"
+    assert load("engines", "sglang").memory_rule == "sglang-static"
+    for name in ("vllm", "atom", "sglang"):
+        assert load("engines", name).reserve_gib == 0

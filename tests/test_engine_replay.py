@@ -377,7 +377,7 @@ def test_sglang_retracts_the_fewest_output_or_under_speculation_the_newest(spec,
                                spec=SimpleNamespace(prompt_tokens=100))
 
     batch = [running("few", 3, 0), running("mid", 50, 1), running("newest", 90, 2)]
-    assert eng._victim(batch).name == victim
+    assert eng.policy.victim(batch).name == victim
 
 
 def test_a_preempted_vllm_request_matches_its_computed_blocks_on_readmission():

@@ -190,7 +190,10 @@ def test_bounded_windows_take_room_from_the_batch_the_pool_holds():
     from inferasim.arch.memory import memory_plan
     from inferasim.sweep.projection import _batch_cap
 
-    sc = _scenario("model.name=gpt-oss-120b", "gpu.name=h100", "engine.max_num_seqs=100000")
+    # a fixed reserve: vLLM's own rule warms its sampler up over min(max_num_seqs, 8192)
+    # rows, 34 GiB of gpt-oss logits at this max_num_seqs, more than an H100 has left
+    sc = _scenario("model.name=gpt-oss-120b", "gpu.name=h100", "engine.max_num_seqs=100000",
+                   "engine.memory_rule=fixed-reserve", "engine.reserve_gib=6")
     m = workload_moments(sc)
     plan = memory_plan(sc)
     assert plan.kv_window_pool_tokens == 128

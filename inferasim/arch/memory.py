@@ -1,8 +1,10 @@
 """Memory per GPU: weights by dtype and parallelism, KV bytes per token, and the KV pool size.
 
-Pool tokens = HBM x memory fraction - weights - reserve, divided by the KV bytes a token adds
-per GPU (sliding-window bytes are charged per sequence, not per token), unless the scenario
-gives the pool the engine really allocated (``engine.kv_pool_tokens``).
+Pool tokens = the KV budget the engine's memory rule leaves (``engine.memory_rule``,
+inferasim.arch.engine_memory: HBM x fraction - weights - activation peak - non-torch -
+CUDA graphs - margins), divided by the KV bytes a token adds per GPU (sliding-window bytes
+are charged per sequence, not per token), unless the scenario gives the pool the engine
+really allocated (``engine.kv_pool_tokens``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import attrs
 
 from inferasim.arch.attention import attention_for
 from inferasim.arch.dtypes import FOUR_BIT, bytes_per_element
+from inferasim.arch.engine_memory import MemoryBreakdown, memory_breakdown
 from inferasim.arch.params import param_counts
 from inferasim.arch.spec import ModelSpec
 from inferasim.config.scenario import Scenario
@@ -21,7 +24,7 @@ GIB = 1024**3
 
 
 def linear_dtypes(model: ModelSpec, weight_dtype: str) -> dict[str, str]:
-    """Which dtype each group of weights is stored in.
+    """Which dtype each group of weights is multiplied in (the GEMM work model's view).
 
     4-bit checkpoints quantize the FFN/expert weights; attention projections stay fp8
     (the NVFP4 and MXFP4 DeepSeek checkpoints exclude them), embeddings stay bf16.
@@ -31,6 +34,27 @@ def linear_dtypes(model: ModelSpec, weight_dtype: str) -> dict[str, str]:
     ffn = weight_dtype
     return {"embedding": "bf16", "attention": rest, "dense_ffn": ffn, "shared_experts": ffn,
             "routed_experts": expert, "router": "bf16"}
+
+
+def stored_dtypes(model: ModelSpec, weight_dtype: str) -> dict[str, str]:
+    """Which dtype each group of weights is stored in on the GPU (the weight memory).
+
+    A 4-bit checkpoint of a MoE model quantizes the routed experts only and keeps what it
+    excludes unquantized, bf16 (facts.md B.3: NVIDIA's NVFP4 DeepSeek checkpoints exclude the
+    MLA projections, V4-NVFP4 quantizes ``*.ffn.experts`` only). The vLLM logs bear this out:
+    nvidia/DeepSeek-R1-0528-FP4 at TP4 loads 94.08 GiB and amd/Kimi-K2.7-Code-MXFP4 at TP4
+    130.42 GiB, within 1 % of this and 3-5 % above the fp8-attention reading
+    ``linear_dtypes`` keeps for the GEMM model. A 4-bit checkpoint of a dense model
+    quantizes every linear layer (nvidia/Llama-3.3-70B-Instruct-FP4: 39.89 GiB at TP1).
+    Embeddings and the router stay bf16.
+    """
+    if weight_dtype not in FOUR_BIT:
+        dtypes = linear_dtypes(model, weight_dtype)
+        return {**dtypes, "mtp": dtypes["dense_ffn"]}
+    rest = "bf16" if model.ffn.is_moe else weight_dtype
+    # the MTP module is mostly its experts: charged at the experts' 4 bits, as before [U]
+    return {"embedding": "bf16", "attention": rest, "dense_ffn": rest, "shared_experts": rest,
+            "routed_experts": weight_dtype, "router": "bf16", "mtp": weight_dtype}
 
 
 @attrs.frozen
@@ -45,12 +69,14 @@ class MemoryPlan:
     kv_budget_bytes: float             # what is left for KV on one GPU
     kv_pool_tokens: int
     kv_pool_from: str                  # "memory model" or "engine.kv_pool_tokens"
+    # how the engine's memory rule divides the GPU (budget, activation peak, graphs, ...)
+    memory: MemoryBreakdown | None = None
 
 
 def weight_bytes_per_gpu(scenario: Scenario) -> float:
     model, par = scenario.model, scenario.parallel
     counts = param_counts(model)
-    dt = linear_dtypes(model, scenario.weight_dtype)
+    dt = stored_dtypes(model, scenario.weight_dtype)
     b = bytes_per_element
     per_gpu = (counts.embedding + counts.lm_head) * b(dt["embedding"]) / par.tp
     # Attention weights are replicated on every attention-DP rank.
@@ -61,7 +87,7 @@ def weight_bytes_per_gpu(scenario: Scenario) -> float:
     per_gpu += counts.routed_experts * b(dt["routed_experts"]) / par.tp
     per_gpu += counts.router * b(dt["router"])
     if scenario.speculative.method == "mtp":
-        per_gpu += counts.mtp * b(dt["dense_ffn"]) / par.tp
+        per_gpu += counts.mtp * b(dt["mtp"]) / par.tp
     return per_gpu
 
 
@@ -83,7 +109,8 @@ def memory_plan(scenario: Scenario) -> MemoryPlan:
                                         latent_sharded=eng.mla_latent_sharded)
     fixed = kind.kv_fixed_bytes_per_seq(kv_dtype, attn_tp=par.attn_tp)
     weights = weight_bytes_per_gpu(scenario)
-    budget = scenario.gpu.hbm_bytes * eng.mem_fraction - weights - eng.reserve_gib * GIB
+    memory = memory_breakdown(scenario, weights)
+    budget = memory.kv_bytes
     if eng.kv_pool_tokens is not None:
         pool, source = int(eng.kv_pool_tokens), "engine.kv_pool_tokens"
     else:
@@ -95,4 +122,4 @@ def memory_plan(scenario: Scenario) -> MemoryPlan:
                       kv_window_pool_tokens=window_pool_tokens(fixed, per_token,
                                                                eng.page_size),
                       kv_budget_bytes=budget,
-                      kv_pool_tokens=pool, kv_pool_from=source)
+                      kv_pool_tokens=pool, kv_pool_from=source, memory=memory)

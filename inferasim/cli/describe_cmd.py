@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import attrs
 import click
 import yaml
 
@@ -30,6 +31,8 @@ def describe(scenario, overrides, as_json, **flags):
         "kv_fixed_bytes_per_seq": plan.kv_fixed_bytes_per_seq,
         "kv_window_pool_tokens": plan.kv_window_pool_tokens,
         "kv_budget_bytes_per_gpu": plan.kv_budget_bytes,
+        # how the engine's memory rule arrives at it (engine.memory_rule)
+        "memory": attrs.asdict(plan.memory) if plan.memory else None,
         "kv_pool_tokens": plan.kv_pool_tokens,
         "kv_pool_from": plan.kv_pool_from,
         "kv_dtype": resolved.kv_dtype,
@@ -58,6 +61,14 @@ def describe(scenario, overrides, as_json, **flags):
         click.echo(f"bounded KV per sequence per GPU: {plan.kv_fixed_bytes_per_seq / 2**20:.2f} MiB"
                    f" (each running request holds {plan.kv_window_pool_tokens:,d} tokens of "
                    "the pool for it)")
+    if plan.memory:
+        m = plan.memory
+        terms = ", ".join(f"{name} {value / GIB:.2f}" for name, value in (
+            ("weights", m.weight_bytes), ("activation peak", m.activation_peak_bytes),
+            ("non-torch", m.non_torch_bytes), ("CUDA graphs", m.cuda_graph_bytes),
+            ("safety", m.safety_bytes), ("reserve", m.reserve_bytes)) if value)
+        click.echo(f"KV budget per GPU ({m.rule}): {m.budget_bytes / GIB:.2f} GiB budget - "
+                   f"{terms} = {m.kv_bytes / GIB:.2f} GiB")
     click.echo(f"KV pool: {plan.kv_pool_tokens:,d} tokens ({plan.kv_pool_from})")
     for role, pool in derived.get("pools", {}).items():
         click.echo(f"{role} pool: {pool['instances']} x {pool['gpus_per_instance']} GPUs, "

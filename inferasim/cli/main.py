@@ -26,6 +26,7 @@ def _register() -> None:
         run_cmd,
         sweep_cmd,
         trace_cmd,
+        validate_cmd,
     )
 
     cli.add_command(run_cmd.run)
@@ -39,6 +40,7 @@ def _register() -> None:
     cli.add_command(sweep_cmd.sweep)
     cli.add_command(ablate_cmd.ablate)
     cli.add_command(project_cmd.project)
+    cli.add_command(validate_cmd.validate)
 
 
 _register()

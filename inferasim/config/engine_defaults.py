@@ -1,5 +1,6 @@
 """Engine defaults that follow the deployment: SGLang's own rules for ``mem_fraction_static``
-and ``chunked_prefill_size`` (engines.md 1.2, SGLang 0.5.3-0.5.23, as 0.5.10 computes them).
+and ``chunked_prefill_size`` (engines.md 1.2, SGLang 0.5.3-0.5.23, as 0.5.10 computes them),
+and vLLM's gpu_memory_utilization by release (engines.md 1.1: 0.9 up to 0.19, 0.92 from 0.20).
 
 SGLang sizes its KV pool from ``mem_fraction_static``, which it derives, when the server is
 not given one, from the GPU's memory, the parallel layout, the CUDA-graph batch tier and the
@@ -93,6 +94,13 @@ def derived_defaults(scenario, set_keys) -> dict[str, float | int]:
     speculative = scenario.speculative.method != "none"
     if speculative and "max_num_seqs" not in set_keys and eng.speculative_max_num_seqs:
         out["max_num_seqs"] = eng.speculative_max_num_seqs
+    if eng.memory_rule == "vllm-profile" and "mem_fraction" not in set_keys:
+        # gpu_memory_utilization's default follows the release (engines.md 1.1)
+        from inferasim.arch.engine_memory import vllm_gpu_memory_utilization
+
+        util = vllm_gpu_memory_utilization(eng.version)
+        if util is not None and util != eng.mem_fraction:
+            out["mem_fraction"] = util
     if eng.deployment_defaults != "sglang":
         return out
     chunk = eng.chunked_prefill_size

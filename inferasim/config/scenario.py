@@ -51,7 +51,21 @@ class EngineSpec:
     lpm_in_batch_dedup_tokens: int = attrs.field(default=0, metadata=at_least(0))
     preemption: str = attrs.field(default="recompute-newest",
                                   metadata=choices("recompute-newest", "retract-fewest-output"))
-    eviction_policy: str = attrs.field(default="leaf-lru", metadata=choices("leaf-lru", "recency"))
+    # The prefix cache's eviction order (docs/engines.md): ``block-pool`` (vLLM, ATOM: a
+    # free-block queue in release order, a chain's tail first), ``radix-leaf`` (SGLang: LRU
+    # leaves freed whole), ``leaf-lru`` (LRU leaves trimmed to what is needed), ``recency``.
+    eviction_policy: str = attrs.field(
+        default="leaf-lru", metadata=choices("leaf-lru", "radix-leaf", "block-pool", "recency"))
+    # What the engine's prefix-cache counter (prefix_hit_rate) adds up: every lookup, a
+    # request blocked at the queue's head counted again each step (vLLM before 0.25), or
+    # one per admission; ``auto`` takes the engine and version's own.
+    prefix_counter: str = attrs.field(
+        default="auto", metadata=choices("auto", "per-admission", "per-lookup"))
+    # When a prompt's KV is allocated: ``admission`` (its whole uncached part when admitted:
+    # SGLang's and ATOM's admission reserves it) or ``per-step`` (vLLM's allocate_slots: each
+    # step's tokens as they are scheduled; admission only checks that free blocks cover the
+    # whole sequence from 0.19, the first chunk before; engines.md 3.1).
+    kv_allocation: str = attrs.field(default="admission", metadata=choices("admission", "per-step"))
     # A preempted request's computed blocks (prompt and decode) stay cached, so recomputing it
     # matches them (vLLM hashes blocks as they fill); otherwise only what the prompt's
     # completion cached stays (SGLang frees decode tokens uninserted).
@@ -70,7 +84,20 @@ class EngineSpec:
     # ``sglang`` (engines.md 1.2, inferasim.config.engine_defaults); ``none`` keeps the
     # catalog's figures.
     deployment_defaults: str = attrs.field(default="none", metadata=choices("none", "sglang"))
-    # Activation peak, graphs and workspace kept out of the KV budget, GiB per GPU.
+    # How the engine sizes its KV budget (inferasim.arch.engine_memory, engines.md 1):
+    # fixed-reserve = HBM x mem_fraction - weights - reserve_gib; vllm-profile, sglang-static,
+    # atom-profile = the engine's own rule (profile-run activation peak, non-torch memory,
+    # CUDA-graph estimate, safety margin), with reserve_gib an extra margin on top.
+    memory_rule: str = attrs.field(default="fixed-reserve",
+                                   metadata=choices("fixed-reserve", "vllm-profile",
+                                                    "sglang-static", "atom-profile"))
+    # Whether the CUDA-graph estimate leaves the KV budget (vLLM's
+    # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1/0 = subtract/ignore): auto = the version's
+    # default; never on ROCm.
+    cuda_graph_memory: str = attrs.field(default="auto",
+                                         metadata=choices("auto", "subtract", "ignore"))
+    # Kept out of the KV budget, GiB per GPU: the whole reserve (activation peak, graphs and
+    # workspace) under fixed-reserve, an extra margin under the engines' own rules.
     reserve_gib: float = attrs.field(default=4.0, metadata=at_least(0))
     page_size: int = attrs.field(default=16, metadata=between(1, MAX_PAGE_TOKENS))
     max_num_seqs: int = attrs.field(default=1024, metadata=between(1, MAX_CONCURRENCY))

@@ -44,7 +44,10 @@ def summarize(frame: pd.DataFrame, *, window_start_s: float, horizon_s: float,
     itl_client = float(decode_span[multi].sum() / chunks[multi].sum()) if multi.any() \
         else float("nan")
     prompts = float(inwin.prompt_tokens.sum())
-    hit = float(inwin.cached_tokens.sum()) / prompts if prompts else 0.0
+    first_hit = float(inwin.cached_tokens.sum()) / prompts if prompts else 0.0
+    # The engine's own counter (vLLM's prefix_cache_hits / queries): every lookup it counts
+    looked = float(inwin.lookup_tokens.sum())
+    hit = float(inwin.lookup_hit_tokens.sum()) / looked if looked else first_hit
     steps = sum(s.steps for s in engine_stats)
     failed = inwin.failed[inwin.failed != ""]
     return {
@@ -82,6 +85,8 @@ def summarize(frame: pd.DataFrame, *, window_start_s: float, horizon_s: float,
         # tokens per second a user sees; none when every later token came with the first
         "interactivity_tok_s": 1e3 / (tpot_mean * 1e3) if tpot_mean > 0 else float("nan"),
         "prefix_hit_rate": hit,
+        # prompt tokens the cache served at each request's first admission
+        "first_admission_hit_rate": first_hit,
         "kv_pool_tokens": int(kv_pool_tokens),
         "gpus": int(gpus),
         "engine_steps": int(steps),

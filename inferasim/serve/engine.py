@@ -22,9 +22,9 @@ from inferasim.config.scenario import Scenario
 from inferasim.cost.oracle import StepBatch
 from inferasim.serve.acceptance import RequestAdvance
 from inferasim.serve.decode_set import DecodeSet
+from inferasim.serve.engine_policy import EnginePolicy
 from inferasim.serve.kv_manager import KVManager
 from inferasim.serve.live import LiveRequest
-from inferasim.serve.policies import REQUEUE_FRONT, queue_order_for, victim_for
 from inferasim.serve.scheduler import SCHEDULERS, Step, grow_decoders
 
 
@@ -59,12 +59,9 @@ class EngineInstance:
         self._decode_budget = float("inf") if eng.scheduler == "prefill-exclusive" \
             else eng.max_num_batched_tokens
         self.chunked_prefill_size = eng.chunked_prefill_size
-        self.lpm_max = eng.lpm_max_waiting
-        self._order = queue_order_for(eng.queue_policy, eng.lpm_in_batch_dedup_tokens)
-        self._victim = victim_for(eng.preemption, scenario.speculative.method != "none")
-        self._keeps_blocks = eng.preemption_keeps_blocks
-        self._caches_chunks = eng.caches_prompt_chunks
-        self._requeue_front = REQUEUE_FRONT[eng.preemption]
+        # queue order, preemption, what the cache keeps, admission's reserve: the engine's own
+        self.policy = policy = EnginePolicy.for_engine(eng, scenario.speculative.method != "none")
+        self._caches_chunks = policy.caches_chunks
         self._schedule = SCHEDULERS[eng.scheduler]
         spec = scenario.speculative
         self.width = spec.verify_width
@@ -91,8 +88,7 @@ class EngineInstance:
         self._prealloc_keep = scenario.engine.disagg_prealloc_reserved_tokens
         self._idle = False
         self._cut_step: int | None = None   # the step a pending read cuts the macro-step at
-        self._reserve_output = eng.reserve_output_on_admission
-        self._reserve_clip = eng.output_reserve_clip
+        self._reserve_output = policy.reserve_output
         self._ratio_init = eng.new_token_ratio_init
         self._ratio_min = eng.new_token_ratio_min
         self._ratio_decay = (eng.new_token_ratio_init - eng.new_token_ratio_min) \
@@ -213,7 +209,7 @@ class EngineInstance:
             self._grow_through(in_flight)
 
     def queue_order(self) -> list[LiveRequest]:
-        return self._order(self.waiting, self.kv, self.lpm_max)
+        return self.policy.order(self.waiting, self.kv, self.policy.lpm_max_waiting)
 
     def start(self, req: LiveRequest, now: float) -> None:
         self.waiting.remove(req)
@@ -228,19 +224,19 @@ class EngineInstance:
     def admission_reserve(self, req: LiveRequest) -> float:
         if not self._reserve_output:
             return 0.0
-        return float(min(req.remaining_output, self._reserve_clip))
+        return float(min(req.remaining_output, self.policy.output_reserve_clip))
 
     def running_reserve(self) -> float:
         if not self._reserve_output or not self.running:
             return 0.0
-        clip = self._reserve_clip
+        clip = self.policy.output_reserve_clip
         decoding = float(np.minimum(self.decoding.remaining_output(), clip).sum())
         prefilling = sum(min(r.remaining_output, clip) for r in self.prefilling)
         return self.new_token_ratio * (decoding + prefilling)
 
     def preempt_one(self, now: float) -> LiveRequest:
         self.decoding.sync()  # victim policies read each request's progress
-        victim = self._victim(self.running)
+        victim = self.policy.victim(self.running)
         self.running.remove(victim)
         # KV exists for the prompt chunks computed, or all but the last sampled token
         computed = victim.computed if victim.row < 0 else victim.context - 1
@@ -248,7 +244,7 @@ class EngineInstance:
             self.decoding.remove(victim)  # writes its progress and pages back
         else:
             self.prefilling.remove(victim)
-        if self._keeps_blocks:
+        if self.policy.keeps_blocks:
             self.kv.keep_computed(victim, computed, now)
         self.kv.release(victim)
         # Recompute: the prompt and what was generated are prefilled again on re-admission.
@@ -256,7 +252,7 @@ class EngineInstance:
         victim.computed = 0
         victim.preemptions += 1
         self.stats.preemptions += 1
-        if self._requeue_front:
+        if self.policy.requeue_front:
             self.waiting.insert(0, victim)
         else:
             self.waiting.append(victim)
@@ -528,6 +524,14 @@ class EngineInstance:
         k = min(self.max_macro, (req.target - req.computed - 1) // chunk)
         if k < 2:
             return 0
+        if self.policy.allocates_per_step:
+            # chunks 2..k take their pages as they are scheduled: they, and at most a step's
+            # growth plus two pages of rounding per decoding request each step, must fit in
+            # free + evictable memory, or the steps go one by one (a preemption may come)
+            room = self.kv.available - len(step.decodes) * (k * self.width + 2 * self.kv.page)
+            need = self.kv.pages(req.computed + k * chunk - req.tree_tokens) - req.private
+            if need > room:
+                return 0
         return self._steady_length(k) if step.decodes else k
 
     def _macro(self, step: Step, k: int):
@@ -603,6 +607,8 @@ class EngineInstance:
         dec = self.decoding
         decodes = bool(step.decodes)
         tokens = np.array([float(chunk)])
+        if self.policy.allocates_per_step and not self.kv.grow(req, req.computed + k * chunk):
+            raise AssertionError("chunk macro-step pages exceeded the room it was sized for")
         times = np.empty(k)
         for j in range(k):
             batch = StepBatch(prefill_tokens=tokens,
@@ -626,9 +632,13 @@ class EngineInstance:
             stats.mixed_steps += k
         stats.busy_s += float(ends[-1]) - t0
         self._counted(k, True)
+        before = req.computed
         req.computed += k * chunk
-        if self._caches_chunks:  # none of the k chunks finishes the prompt
-            self.kv.chunk_done(req, req.computed, env.now)
+        if self._caches_chunks:
+            # none of the k chunks finishes the prompt; each is cached as its step ended, as
+            # step by step: the tree's nodes (what a whole-leaf eviction frees) come out alike
+            for j in range(1, k + 1):
+                self.kv.chunk_done(req, before + j * chunk, float(ends[j - 1]))
         if decodes:
             self._grow_through(k)
             self._apply_decode(step, k, env.now)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from inferasim.serve.engine_policy import PrefixCounter
 from inferasim.serve.kv_pool import KVPool
 from inferasim.serve.live import LiveRequest
 from inferasim.serve.radix_cache import RadixCache
@@ -18,7 +19,8 @@ from inferasim.workload.keys import own_block_keys
 
 class KVManager:
     def __init__(self, capacity_tokens: int, page_size: int, block_tokens: int,
-                 eviction_policy: str, prefix_caching: bool, window_tokens: int = 0):
+                 eviction_policy: str, prefix_caching: bool, window_tokens: int = 0,
+                 counter: PrefixCounter | None = None):
         """``window_tokens``: what every admitted request holds besides its context, for the
         layers that keep a bounded window (sliding-window or compressed layers' raw window),
         in tokens of this pool (``arch.memory.window_pool_tokens``): one allocation with the rest."""
@@ -28,6 +30,7 @@ class KVManager:
         self.bt = block_tokens
         self.prefix_caching = prefix_caching
         self.window = window_tokens
+        self.counter = counter if counter is not None else PrefixCounter()
 
     def refusal(self, tokens: int, pool: str = "pool") -> str:
         """Why a request of ``tokens`` context can never be admitted into this pool."""
@@ -84,9 +87,14 @@ class KVManager:
         return True
 
     def try_admit(self, req: LiveRequest, now: float, reserve: float = 0.0,
-                  reserved_by_others: float = 0.0) -> bool:
+                  reserved_by_others: float = 0.0, first_chunk: int | None = None,
+                  gate_whole: bool = True) -> bool:
         """Lock the cached prefix and allocate the uncached tail; False leaves no trace but
-        the refreshed access time of the matched path (as a real match would)."""
+        the refreshed access time of the matched path (as a real match would).
+
+        ``first_chunk``: allocate only the pages of the first ``first_chunk`` uncached tokens
+        (an engine that allocates per step, vLLM); the rest grows as chunks are scheduled.
+        The room asked for is then the whole tail (``gate_whole``) or that chunk."""
         if req.preallocated and req.private:
             req.computed = req.target  # the transferred KV lands in the preallocated pages
             if req.cached_first < 0:
@@ -99,10 +107,21 @@ class KVManager:
             node, hit = self.cache.root, 0
         self.cache.lock(node)
         tail = self.pages(req.target - hit)
+        if first_chunk is not None and not req.prefilled:
+            first = self.pages(min(req.target - hit, first_chunk))
+            gate = (tail if gate_whole else first) + self.window
+            tail = first
+        else:
+            gate = tail + self.window
         held = tail + self.window
-        if held + reserve > self.available - reserved_by_others or not self.cache.make_room(held):
-            self.cache.unlock(node)
+        if gate + reserve > self.available - reserved_by_others or not self.cache.make_room(held):
+            # nothing was taken: the matched path is not freed anew (a block pool keeps its
+            # place in the queue)
+            self.cache.unlock(node, released=False)
+            if self.counter.per_lookup:
+                self._count(req, hit)
             return False
+        self._count(req, hit)
         self.pool.alloc_private(held)
         req.private, req.node, req.tree_tokens, req.computed = tail, node, hit, hit
         req.window = self.window
@@ -111,6 +130,15 @@ class KVManager:
         if req.cached_first < 0:
             req.cached_first = min(hit, req.spec.prompt_tokens)
         return True
+
+    def _count(self, req: LiveRequest, hit: int) -> None:
+        """Add one lookup to the engine's prefix-cache counter (vLLM: the request's tokens so
+        far, and the block-aligned hit); a preempted request's re-admission only where the
+        engine counts those; never a disaggregated decode side's landing of its KV."""
+        if req.prefilled or (req.preemptions and not self.counter.counts_preempted):
+            return
+        req.lookup_tokens += req.target
+        req.lookup_hit_tokens += hit
 
     def grow(self, req: LiveRequest, context_tokens: float) -> bool:
         """Make the request's private pages cover ``context_tokens``; False if the pool cannot."""

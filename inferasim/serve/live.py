@@ -22,6 +22,10 @@ class LiveRequest:
     target: int = 0
     computed: int = 0          # tokens of ``target`` with KV resident (cached or prefilled)
     cached_first: int = -1     # prompt tokens the cache served at first admission
+    # What the engine's own prefix-cache counter added for this request: tokens looked up
+    # and tokens hit, over every lookup it counts (engine_policy.PrefixCounter)
+    lookup_tokens: int = 0
+    lookup_hit_tokens: int = 0
     generated: float = 0.0     # output tokens so far (fractional under speculative decoding)
     # generated = gen_base + decode_steps x advance, in both step modes, so that macro-steps
     # and single steps reach bit-identical token counts.

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from inferasim.serve.kv_manager import KVManager
 from inferasim.serve.live import LiveRequest
+
+if TYPE_CHECKING:
+    from inferasim.serve.kv_manager import KVManager
 
 
 def fcfs_order(waiting: list[LiveRequest], kv: KVManager, lpm_max: int) -> list[LiveRequest]:
@@ -81,6 +84,3 @@ def victim_for(preemption: str, speculative: bool):
         return newest_victim
     return VICTIMS[preemption]
 
-
-# Where a preempted request goes back in the waiting queue.
-REQUEUE_FRONT = {"recompute-newest": True, "retract-fewest-output": False}

@@ -21,11 +21,14 @@ Locks are counts on every node from the locked node to the root, so inserting wh
 matched prefix is locked just works: a split hands the head the same count, and a new node
 hung below a locked one starts unlocked (evictable) until someone locks it.
 
-Two eviction policies, chosen by name:
+Eviction policies, chosen by name:
 
-* ``leaf-lru`` (default; SGLang's): least recently used among unpinned leaves. Only the tail
-  blocks needed are taken from the chosen leaf (trimmed in place: its head stays cached).
-  When a parent becomes an unpinned leaf it joins the candidates, so eviction cascades up.
+* ``leaf-lru``: least recently used among unpinned leaves. Only the tail blocks needed are
+  taken from the chosen leaf (trimmed in place: its head stays cached). When a parent
+  becomes an unpinned leaf it joins the candidates, so eviction cascades up.
+* ``radix-leaf`` (SGLang's): the same order, each chosen leaf freed whole.
+* ``block-pool`` (vLLM's and ATOM's free-block queue): unpinned leaves in the order their
+  last holder freed them, tail blocks first; a lookup that is not admitted refreshes nothing.
 * ``recency``: least recently used among *all* unpinned nodes, ties broken toward the root,
   as a block LRU that frees a request's blocks front-first would. It exists to show the
   cyclic-sweep pathology. Evicting an inner node (or the head blocks of one) makes its
@@ -69,6 +72,7 @@ class RadixNode:
         "held",
         "orphan",
         "shape",
+        "released",
     )
 
     def __init__(self, keys: np.ndarray, parent: RadixNode | None, uid: int, now: float):
@@ -84,6 +88,8 @@ class RadixNode:
         self.orphan = False  # held, but cut off from the root (recency only)
         # Bumped whenever the edge's keys change or the node leaves the tree (peek witnesses).
         self.shape = -1
+        # When its last holder let it go, as a sequence number (block-pool order)
+        self.released = 0
         self.reshape(keys)
 
     def reshape(self, keys: np.ndarray) -> None:
@@ -129,10 +135,11 @@ class CacheStats:
 
 
 class LeafLRU:
-    """SGLang's default: LRU among unpinned leaves; take tail blocks first."""
+    """LRU among unpinned leaves; take only the tail blocks needed."""
 
     name = "leaf-lru"
     evicts_tail = True
+    whole_leaf = False
 
     @staticmethod
     def eligible(node: RadixNode) -> bool:
@@ -143,11 +150,34 @@ class LeafLRU:
         return (node.last_access, node.uid)
 
 
+class RadixLeaf(LeafLRU):
+    """SGLang's RadixCache: LRU (last access) among unpinned leaves, each freed whole, a
+    parent joining the candidates once childless (engines.md 4.2, ``evict``)."""
+
+    name = "radix-leaf"
+    whole_leaf = True
+
+
+class BlockPool(LeafLRU):
+    """vLLM's (and ATOM's) free-block queue: a block goes to the queue's end when its last
+    holder frees it, a request's blocks tail first, and allocation takes from the front; a
+    hit takes a block out of the queue. So the order is release order, not access order (a
+    lookup that is not admitted does not refresh anything), and a chain's tail goes before
+    its prefix, which makes the candidates unpinned leaves (engines.md 4.1, 4.3)."""
+
+    name = "block-pool"
+
+    @staticmethod
+    def priority(node: RadixNode) -> tuple:
+        return (node.released, node.uid)
+
+
 class RecencyLRU:
     """LRU among all unpinned nodes, nearest the root first on ties; takes head blocks first."""
 
     name = "recency"
     evicts_tail = False
+    whole_leaf = False
 
     @staticmethod
     def eligible(node: RadixNode) -> bool:
@@ -159,7 +189,7 @@ class RecencyLRU:
 
 
 EVICTION_POLICIES: Mapping[str, type[LeafLRU] | type[RecencyLRU]] = MappingProxyType(
-    {LeafLRU.name: LeafLRU, RecencyLRU.name: RecencyLRU}
+    {p.name: p for p in (LeafLRU, RadixLeaf, BlockPool, RecencyLRU)}
 )
 
 
@@ -193,6 +223,7 @@ class RadixCache:
         self._evictable = 0
         self._protected = 0
         self._orphan_tokens = 0
+        self._releases = 0  # the block-pool order's clock
 
     # ---- sizes -------------------------------------------------------------------------
 
@@ -322,7 +353,10 @@ class RadixCache:
             node.lock_ref += 1
             node = node.parent
 
-    def unlock(self, node: RadixNode) -> None:
+    def unlock(self, node: RadixNode, released: bool = True) -> None:
+        """Drop one pin along the path. ``released``: its holder frees the blocks, which puts
+        them at the end of a block pool's order, deepest first; False when a lookup only
+        pinned them for an admission that did not happen (nothing was taken or freed)."""
         self._require_reachable(node)
         bt = self.block_tokens
         while node is not self.root:
@@ -333,6 +367,9 @@ class RadixCache:
                 tokens = node.blocks * bt
                 self._protected -= tokens
                 self._evictable += tokens
+                if released:
+                    self._releases += 1
+                    node.released = self._releases
                 self._offer(node)
             node = node.parent
 
@@ -347,7 +384,7 @@ class RadixCache:
             node = self._top_candidate()
             if node is None:
                 break
-            take = min(node.blocks, need - freed)
+            take = node.blocks if self.policy.whole_leaf else min(node.blocks, need - freed)
             if take < node.blocks and self.policy.evicts_tail:
                 self._trim_leaf(node, take)  # still the top candidate, its entry still valid
                 freed += take
@@ -462,6 +499,7 @@ class RadixCache:
         stays the tail, so anyone holding it (a lock, a match) still ends at the same place."""
         head = RadixNode(node.keys[:at], node.parent, self._take_uid(), node.last_access)
         head.lock_ref = node.lock_ref  # every lock through the tail passes the head
+        head.released = node.released
         head.orphan = node.orphan
         if node.parent is not None:
             node.parent.children[head.first_key] = head
@@ -476,6 +514,8 @@ class RadixCache:
 
     def _new_child(self, parent: RadixNode, keys: np.ndarray, now: float) -> RadixNode:
         node = RadixNode(keys, parent, self._take_uid(), now)
+        self._releases += 1
+        node.released = self._releases
         parent.children[node.first_key] = node
         self._nodes.add(node)
         self._evictable += node.blocks * self.block_tokens

@@ -44,7 +44,10 @@ def _admit(eng: EngineInstance, step: Step, now: float, budget: int, one_chunk: 
         if budget <= 0 or len(eng.running) >= eng.max_num_seqs:
             break
         own = eng.admission_reserve(req)
-        if not eng.kv.try_admit(req, now, own, eng.running_reserve() + added):
+        policy = eng.policy
+        first = budget if policy.allocates_per_step else None
+        if not eng.kv.try_admit(req, now, own, eng.running_reserve() + added, first,
+                                policy.gates_whole_sequence):
             break
         if own:
             # SGLang's PrefillAdder keeps a request added in this pass at its full clipped
@@ -78,6 +81,22 @@ def _decode_room(eng: EngineInstance, step: Step, req: LiveRequest, now: float,
         if victim is req:
             return False
     eng.decoding.refresh_cap(req)
+    return True
+
+
+def _chunk_room(eng: EngineInstance, step: Step, req: LiveRequest, chunk: int, now: float,
+                preempted: set[int]) -> bool:
+    """Pages for the next ``chunk`` prompt tokens of a request whose engine allocates per step
+    (vLLM's allocate_slots), preempting by the engine's policy until they fit. False when
+    ``req`` itself was the victim."""
+    while not eng.kv.grow(req, req.computed + chunk):
+        victim = eng.preempt_one(now)
+        preempted.add(victim.rid)
+        if victim in step.decodes:
+            step.decodes.remove(victim)
+        step.prefills[:] = [(r, c) for r, c in step.prefills if r is not victim]
+        if victim is req:
+            return False
     return True
 
 
@@ -175,11 +194,21 @@ def schedule_unified(eng: EngineInstance, now: float) -> Step:
     preempted = schedule_decodes(eng, step, now, budget)
     budget -= len(step.decodes) * eng.width
     step.prefill_budget = budget
+    per_step = eng.policy.allocates_per_step
+    preempted_ids: set[int] = set()
     for req in list(eng.prefilling):
+        if req.rid in preempted_ids:
+            continue
         chunk = min(req.target - req.computed, budget)
         if chunk > 0:
+            if per_step and not _chunk_room(eng, step, req, chunk, now, preempted_ids):
+                break  # the request was its own victim: the running pass stops (vLLM)
             step.prefills.append((req, chunk))
             budget -= chunk
+    if preempted_ids:
+        preempted = True
+        budget = eng.max_batched_tokens - len(step.decodes) * eng.width \
+            - sum(c for _, c in step.prefills)
     if not preempted:
         _admit(eng, step, now, budget, one_chunk=False)
     return step

@@ -15,6 +15,7 @@ from inferasim.config.knobs import Knobs
 from inferasim.config.loader import rank_scenario
 from inferasim.config.scenario import Scenario
 from inferasim.serve.engine import EngineInstance
+from inferasim.serve.engine_policy import PrefixCounter
 from inferasim.serve.kv_manager import KVManager
 from inferasim.serve.live import LiveRequest
 from inferasim.serve.lockstep import LockstepGroup
@@ -62,7 +63,8 @@ def _instance(env: simpy.Environment, scenario: Scenario, knobs: Knobs, block_to
 
     def kv() -> KVManager:
         return KVManager(plan.kv_pool_tokens, eng.page_size, block_tokens, eng.eviction_policy,
-                         eng.prefix_caching, window_tokens=plan.kv_window_pool_tokens)
+                         eng.prefix_caching, window_tokens=plan.kv_window_pool_tokens,
+                         counter=PrefixCounter.for_engine(eng))
 
     if dp == 1:
         engine = EngineInstance(env, scenario, make_oracle(scenario, False), kv(), first_index)
@@ -140,6 +142,8 @@ class DisaggregatedFrontend:
         req.prefill_admitted = first.admitted
         req.prefill_done = first.first_token
         req.cached_first = first.cached_first
+        # the prefill pool's counter is the deployment's (the decode side only lands KV)
+        req.lookup_tokens, req.lookup_hit_tokens = first.lookup_tokens, first.lookup_hit_tokens
         req.preemptions += first.preemptions
         if first.failed or req.spec.output_tokens <= 1:
             if decoder is not None:

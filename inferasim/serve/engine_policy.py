@@ -1,0 +1,110 @@
+"""One policy object per engine: how it orders its queue, whom it preempts and where the
+victim goes, what the cache keeps, what admission reserves, and how its prefix-cache counter
+counts. Built once from the resolved ``EngineSpec`` (name, version and every overridable
+key), so the scheduler reads one object instead of flags one by one. Which engine does what,
+with sources: docs/engines.md.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import attrs
+
+from inferasim.config.scenario import EngineSpec
+from inferasim.serve.policies import QUEUE_ORDERS, queue_order_for, victim_for
+
+# vLLM recorded a waiting request's prefix lookup every time the scheduler tried it, so a
+# request blocked for N steps counted N queries (vllm issue #43736); the fix (PR #48860,
+# merged 2026-07-16) records it once, at admission. The first release holding the fix is
+# taken as 0.25 [U: 0.25 was not downloaded; 0.24.0 predates the merge on our reading].
+_VLLM_LOOKUP_FIX = (0, 25)
+# Preempted requests' lookups go to vLLM's separate preempted_* counters, left out of the
+# hit rate (PR #45202's description of the handled preemption case; vllm issue #25780).
+_VLLM_FULL_ISL_GATE = (0, 19)
+
+
+def version_tuple(version: str) -> tuple[int, ...] | None:
+    """``"0.22.0"`` -> (0, 22, 0); a version that is not dotted numbers (a git id) -> None."""
+    m = re.match(r"v?(\d+(?:\.\d+)*)", version.strip())
+    return tuple(int(p) for p in m.group(1).split(".")) if m else None
+
+
+@attrs.frozen
+class PrefixCounter:
+    """What the engine's own prefix-cache counter adds up: every lookup (a request blocked at
+    the head of the queue is looked up again each step) or one per admission; whether the
+    lookups of preempted requests' re-admissions count."""
+
+    per_lookup: bool = False
+    counts_preempted: bool = False
+
+    @classmethod
+    def for_engine(cls, spec: EngineSpec) -> PrefixCounter:
+        mode = spec.prefix_counter
+        if mode == "auto":
+            mode = "per-admission"
+            if spec.name == "vllm":
+                v = version_tuple(spec.version)
+                if v is not None and v < _VLLM_LOOKUP_FIX:
+                    mode = "per-lookup"
+        return cls(per_lookup=mode == "per-lookup", counts_preempted=False)
+
+
+def _gates_whole_sequence(spec: EngineSpec) -> bool:
+    """vLLM admits a waiting request only when free blocks cover its whole sequence from 0.19
+    (``scheduler_reserve_full_isl``), its first chunk before (engines.md 3.1)."""
+    if spec.name != "vllm":
+        return True
+    v = version_tuple(spec.version)
+    return v is None or v >= _VLLM_FULL_ISL_GATE
+
+
+@attrs.frozen
+class EnginePolicy:
+    name: str
+    queue_policy: str
+    order: Callable
+    lpm_max_waiting: int
+    victim: Callable
+    requeue_front: bool
+    keeps_blocks: bool          # a preempted request's computed blocks stay cached
+    caches_chunks: bool         # an unfinished prompt's chunks are cached as they complete
+    eviction: str               # the prefix cache's eviction policy
+    reserve_output: bool        # admission reserves outputs (SGLang's PrefillAdder)
+    output_reserve_clip: int
+    counter: PrefixCounter
+    allocates_per_step: bool    # a prompt's pages are taken chunk by chunk (vLLM)
+    gates_whole_sequence: bool  # ...and admission checks its whole sequence fits (vLLM 0.19+)
+
+    @classmethod
+    def for_engine(cls, spec: EngineSpec, speculative: bool) -> EnginePolicy:
+        if spec.queue_policy not in QUEUE_ORDERS:
+            raise ValueError(f"unknown queue policy {spec.queue_policy!r}")
+        return cls(
+            name=spec.name,
+            queue_policy=spec.queue_policy,
+            order=queue_order_for(spec.queue_policy, spec.lpm_in_batch_dedup_tokens),
+            lpm_max_waiting=spec.lpm_max_waiting,
+            victim=victim_for(spec.preemption, speculative),
+            requeue_front=spec.preemption == "recompute-newest",
+            keeps_blocks=spec.preemption_keeps_blocks,
+            caches_chunks=spec.caches_prompt_chunks,
+            eviction=spec.eviction_policy,
+            reserve_output=spec.reserve_output_on_admission,
+            output_reserve_clip=spec.output_reserve_clip,
+            counter=PrefixCounter.for_engine(spec),
+            allocates_per_step=spec.kv_allocation == "per-step",
+            gates_whole_sequence=_gates_whole_sequence(spec),
+        )
+
+    def describe(self) -> dict[str, str | bool | int]:
+        """The policy as a user reads it (describe --json, the run report)."""
+        return {"queue_policy": self.queue_policy, "eviction": self.eviction,
+                "requeue": "front" if self.requeue_front else "back",
+                "preemption_keeps_blocks": self.keeps_blocks,
+                "caches_prompt_chunks": self.caches_chunks,
+                "reserves_output": self.reserve_output,
+                "prefix_counter": "per-lookup" if self.counter.per_lookup else "per-admission",
+                "kv_allocation": "per-step" if self.allocates_per_step else "admission"}

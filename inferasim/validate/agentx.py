@@ -1,0 +1,155 @@
+"""Replay measured AgentX ladders (one row per concurrency rung) and set the replay beside
+the measurement: the engine's prefix-hit counter, output tok/s, mean and p90 TTFT.
+
+Each ladder is one deployment (model, GPU, engine build, precision, TP/EP/attention-DP);
+each rung replays it with the harness's settings (``scenarios/agentic/_agentx-harness.yaml``:
+the AgentX corpus, lanes, end-to-start gaps capped at 10 s, 1800 s, seed 42), the server's
+``max-num-seqs`` equal to the concurrency as the published runs set it, the engine's own
+defaults from the catalog, and the deployment's serving recipe where one is shipped
+(``scenarios/agentic/_recipe-<engine>-<gpu>-<model>.yaml``). Nothing is fitted to the ladder.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pandas as pd
+
+from inferasim.anchors.normalise import engine_version_from_image
+from inferasim.config.catalog import CATALOG_DIR, SCENARIO_DIR, catalog_names
+from inferasim.config.errors import ConfigError
+from inferasim.config.yaml_tree import load_tree
+
+AGENTIC_DIR = SCENARIO_DIR / "agentic"
+HARNESS = AGENTIC_DIR / "_agentx-harness.yaml"
+REQUIRED = ("model", "hw", "framework", "image", "precision", "tp", "conc", "mean_ttft",
+            "p90_ttft", "output_tput_tps")
+DEPLOYMENT = ("model", "hw", "framework", "image", "precision", "tp", "ep", "dp_attention")
+# the corpus beside the ladders in the shared data layout (agentx-measured/ next to agentx-traces/)
+CORPUS = Path("..") / "agentx-traces" / "traces_v8_present.jsonl.gz"
+
+
+@attrs.frozen
+class Rung:
+    ladder: str                 # the deployment, as a label
+    concurrency: int
+    overrides: tuple[str, ...]  # --set keys on the harness scenario
+    measured: dict[str, float]
+
+
+def _model_name(hf: str, file: str) -> str:
+    """The catalog model a Hugging Face id names: its own id, or a quantized repackaging
+    (``amd/GLM-5.1-MXFP4``) of one, matched by the base name."""
+    base = hf.rsplit("/", 1)[-1].lower()
+    for suffix in ("-mxfp4", "-nvfp4", "-fp8", "-fp4", "-bf16"):
+        base = base.removesuffix(suffix)
+    for name in catalog_names("models"):
+        data, _ = load_tree(CATALOG_DIR / "models" / f"{name}.yaml")
+        ids = {name.lower(), str(data.get("hf_id", "")).lower()}
+        stems = {i.rsplit("/", 1)[-1] for i in ids}
+        stems |= {s.removesuffix("-fp8").removesuffix("-bf16") for s in stems}
+        if hf.lower() in ids or base in stems:
+            return name
+    raise ConfigError(f"no catalog model for {hf!r} (scenarios/bases/models/)", file=file,
+                      key="model")
+
+
+def _weight_dtype(precision: str, hw: str, file: str) -> str:
+    p = precision.strip().lower()
+    if p == "fp4":  # the row says fp4; AMD parts run MXFP4, NVIDIA parts NVFP4
+        return "mxfp4" if hw.lower().startswith("mi") else "nvfp4"
+    if p in ("fp8", "mxfp4", "nvfp4", "bf16"):
+        return p
+    raise ConfigError(f"precision {precision!r} is not one of fp4, fp8, mxfp4, nvfp4, bf16",
+                      file=file, key="precision")
+
+
+def _flag(value: Any) -> bool:
+    return str(value).strip().lower() in ("true", "1", "yes")
+
+
+def read_ladders(csv_path: str | Path, trace: str | None = None) -> list[Rung]:
+    """The rungs of every ladder in a measured-ladder CSV, in file order."""
+    path = Path(csv_path)
+    file = str(path)
+    if not path.is_file():
+        raise ConfigError("the ladder file is not there", file=file)
+    try:
+        frame = pd.read_csv(path)
+    except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
+        raise ConfigError(f"not a readable CSV: {exc}", file=file) from None
+    missing = [c for c in REQUIRED if c not in frame.columns]
+    if missing:
+        raise ConfigError(f"missing columns {missing}; a ladder row needs {list(REQUIRED)}",
+                          file=file)
+    if trace is None:
+        corpus = (path.parent / CORPUS).resolve()
+        trace = str(corpus) if corpus.is_file() else None
+    rungs = []
+    for i, row in frame.iterrows():
+        where = f"{file} (row {i + 2})"
+        model = _model_name(str(row["model"]), where)
+        gpu = str(row["hw"]).strip().lower()
+        engine = str(row["framework"]).strip().lower()
+        version = engine_version_from_image(str(row["image"])) or ""
+        conc = int(row["conc"])
+        tp = int(row["tp"])
+        ep = int(row["ep"]) if "ep" in row and not pd.isna(row["ep"]) else 1
+        dpa = tp if "dp_attention" in row and _flag(row["dp_attention"]) else 1
+        sets = [f"model.name={model}",
+                f"model.weight_dtype={_weight_dtype(str(row['precision']), gpu, where)}",
+                f"gpu.name={gpu}", f"engine.name={engine}", f"engine.version={version}",
+                f"parallel.tp={tp}", f"parallel.ep={ep}", f"parallel.dp_attention={dpa}",
+                f"workload.concurrency={conc}", f"engine.max_num_seqs={conc}"]
+        if trace is not None:
+            sets.append(f"workload.trace={trace}")
+        label = f"{model} {row['precision']} {tp}x{gpu} {engine} {version}".strip()
+        hit = row.get("server_gpu_cache_hit_rate", float("nan"))
+        measured = {"prefix_hit_rate": float(hit) if not pd.isna(hit) else math.nan,
+                    "output_tok_s": float(row["output_tput_tps"]),
+                    "ttft_mean_s": float(row["mean_ttft"]),
+                    "ttft_p90_s": float(row["p90_ttft"])}
+        rungs.append(Rung(label, conc, tuple(sets), measured))
+    return rungs
+
+
+def recipe_for(overrides: Sequence[str]) -> Path | None:
+    """The serving recipe shipped for the rung's engine, GPU and model, if any."""
+    keys = dict(s.split("=", 1) for s in overrides)
+    path = AGENTIC_DIR / (f"_recipe-{keys['engine.name']}-{keys['gpu.name']}-"
+                          f"{keys['model.name']}.yaml")
+    return path if path.is_file() else None
+
+
+METRICS = ("prefix_hit_rate", "output_tok_s", "ttft_mean_s", "ttft_p90_s")
+
+
+def compare_row(rung: Rung, summary: dict[str, Any]) -> dict[str, Any]:
+    row: dict[str, Any] = {"ladder": rung.ladder, "concurrency": rung.concurrency}
+    for m in METRICS:
+        row[f"measured_{m}"] = rung.measured[m]
+        row[f"simulated_{m}"] = float(summary[m])
+    row["simulated_first_admission_hit_rate"] = float(summary["first_admission_hit_rate"])
+    row["simulated_requests"] = int(summary["requests_completed"])
+    row["simulated_preemptions"] = int(summary["preemptions"])
+    return row
+
+
+def cliff(rows: Sequence[dict[str, Any]], prefix: str) -> tuple[int, int] | None:
+    """Where one ladder falls off, measured or simulated (``prefix``): the rungs either side
+    of the first step whose hit rate drops from >= 0.5 to < 0.2; on a ladder whose
+    measurement records no hit rate, whose mean TTFT grows more than 5x (both sides judged
+    alike)."""
+    ordered = sorted(rows, key=lambda r: r["concurrency"])
+    by_ttft = any(math.isnan(r["measured_prefix_hit_rate"]) for r in ordered)
+    for a, b in zip(ordered, ordered[1:], strict=False):
+        if by_ttft:
+            if b[f"{prefix}_ttft_mean_s"] > 5.0 * a[f"{prefix}_ttft_mean_s"]:
+                return a["concurrency"], b["concurrency"]
+        elif a[f"{prefix}_prefix_hit_rate"] >= 0.5 and b[f"{prefix}_prefix_hit_rate"] < 0.2:
+            return a["concurrency"], b["concurrency"]
+    return None

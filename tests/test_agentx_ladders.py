@@ -1,0 +1,56 @@
+"""The measured AgentX ladders replayed with the engines' own defaults (CI's short version of
+``inferasim validate agentx ../shared/data/agentx-measured/agentx_dev_ladders.csv``): the
+rungs either side of each cliff, at the harness's full 1800 s. The full table is the command.
+"""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from inferasim.cli.main import cli
+from tests.conftest import shared_data
+
+# the rungs either side of each measured cliff, and one deep past it on the vLLM ladders
+RUNGS = "4,8,16,32"
+
+
+@pytest.fixture(scope="module")
+def table():
+    csv = shared_data("agentx-measured", "agentx_dev_ladders.csv")
+    shared_data("agentx-traces", "traces_v8_present.jsonl.gz")
+    result = CliRunner().invoke(cli, ["validate", "agentx", str(csv), "--concurrency", RUNGS,
+                                      "--jobs", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def _rows(table, ladder):
+    return {r["concurrency"]: r for r in table["rows"] if ladder in r["ladder"]}
+
+
+@pytest.mark.parametrize("ladder, cliff", [("minimax-m2.5 fp4 1x", [8, 16]),
+                                           ("minimax-m2.5 fp8 2x", [16, 32]),
+                                           ("glm-5.1", [4, 8])])
+def test_each_ladder_falls_off_between_the_measured_rungs(table, ladder, cliff):
+    (label,) = [k for k in table["cliffs"] if ladder in k]
+    assert table["cliffs"][label]["measured"] == cliff
+    assert table["cliffs"][label]["simulated"] == cliff
+
+
+def test_the_engines_counter_tracks_the_measured_hit_rate_before_and_past_the_cliff(table):
+    for ladder, rungs in (("minimax-m2.5 fp4 1x", (4, 8, 32)),
+                          ("minimax-m2.5 fp8 2x", (4, 8, 16, 32))):
+        rows = _rows(table, ladder)
+        for c in rungs:
+            r = rows[c]
+            assert r["simulated_prefix_hit_rate"] == pytest.approx(
+                r["measured_prefix_hit_rate"], abs=0.05), (ladder, c)
+
+
+def test_past_the_cliff_ttft_is_minutes_and_throughput_collapses(table):
+    # the collapse as measured, within the bounds the replay meets today on the deep rungs
+    rows = _rows(table, "minimax-m2.5 fp4 1x")
+    deep = rows[32]
+    assert deep["simulated_ttft_mean_s"] == pytest.approx(deep["measured_ttft_mean_s"], rel=0.5)
+    assert deep["simulated_output_tok_s"] < 0.5 * rows[8]["simulated_output_tok_s"]

@@ -1,0 +1,177 @@
+"""Each engine's own policy object: queue, eviction, counter and allocation as the engine
+has them (docs/engines.md), and the mechanisms behind them."""
+
+import numpy as np
+import pytest
+import simpy
+
+from inferasim.config.loader import load_scenario
+from inferasim.cost.oracle import AnalyticOracle
+from inferasim.serve.engine import EngineInstance
+from inferasim.serve.engine_policy import EnginePolicy, PrefixCounter, version_tuple
+from inferasim.serve.kv_manager import KVManager
+from inferasim.serve.kv_pool import KVPool
+from inferasim.serve.live import LiveRequest
+from inferasim.serve.radix_cache import RadixCache
+from inferasim.workload.request import RequestSpec
+
+BT = 16
+
+
+def keys(*ids):
+    return np.array(ids, dtype=np.int64)
+
+
+@pytest.mark.parametrize("engine, queue, eviction, per_step", [
+    ("vllm", "fcfs", "block-pool", True),
+    ("atom", "fcfs", "block-pool", False),
+    ("sglang", "fcfs", "radix-leaf", False),
+])
+def test_each_engine_defaults_to_its_own_queue_cache_and_allocation(engine, queue, eviction,
+                                                                      per_step):
+    spec = load_scenario(None, [f"engine.name={engine}"]).engine
+    policy = EnginePolicy.for_engine(spec, speculative=False)
+    assert (policy.queue_policy, policy.eviction, policy.allocates_per_step) == \
+        (queue, eviction, per_step)
+
+
+def test_every_policy_field_is_overridable_from_the_scenario():
+    spec = load_scenario(None, ["engine.queue_policy=lpm", "engine.eviction_policy=leaf-lru",
+                                "engine.kv_allocation=admission",
+                                "engine.prefix_counter=per-admission"]).engine
+    policy = EnginePolicy.for_engine(spec, speculative=False)
+    assert policy.queue_policy == "lpm" and policy.eviction == "leaf-lru"
+    assert not policy.allocates_per_step and not policy.counter.per_lookup
+
+
+@pytest.mark.parametrize("version, per_lookup, gate_whole", [
+    ("0.18.0", True, False), ("0.22.0", True, True), ("0.24", True, True),
+    ("0.25.0", False, True), ("0.33.0", False, True),
+])
+def test_vllm_counter_and_admission_gate_follow_the_version(version, per_lookup, gate_whole):
+    spec = load_scenario(None, ["engine.name=vllm", f"engine.version={version}"]).engine
+    policy = EnginePolicy.for_engine(spec, speculative=False)
+    assert policy.counter.per_lookup is per_lookup
+    assert policy.gates_whole_sequence is gate_whole
+
+
+def test_version_tuple_reads_dotted_versions_only():
+    assert version_tuple("v0.22.0") == (0, 22, 0)
+    assert version_tuple("0.5.12.post1") == (0, 5, 12)
+    assert version_tuple("ffdf3bb5") is None
+
+
+# ---- eviction orders ------------------------------------------------------------------------
+
+def _cached(policy, *chains):
+    """A cache holding each chain of keys, computed and released in the order given."""
+    pool = KVPool(100 * BT)
+    cache = RadixCache(pool, BT, policy)
+    for chain in chains:
+        pool.alloc_private(len(chain) * BT)
+        node = cache.insert(keys(*chain), 0.0).node
+        cache.lock(node)
+        cache.unlock(node)
+    return cache
+
+
+def test_block_pool_evicts_in_release_order_and_a_failed_lookup_refreshes_nothing():
+    # A (released first), then B. A lookup of A that pins it for an admission that does not
+    # happen leaves A first in the queue under the block pool, while leaf-LRU counts the
+    # lookup as an access and evicts B instead.
+    for policy, survivor in (("block-pool", 20), ("leaf-lru", 10)):
+        cache = _cached(policy, (10, 11), (20, 21))
+        m = cache.match_prefix(keys(10, 11), 5.0)
+        cache.lock(m.node)
+        cache.unlock(m.node, released=False)
+        cache.evict(2 * BT)
+        cache.check()
+        assert cache.peek_prefix(keys(survivor, survivor + 1)) == 2, policy
+
+
+def test_block_pool_takes_a_chains_tail_before_its_prefix():
+    cache = _cached("block-pool", (1, 2, 3, 4))
+    cache.evict(BT)
+    assert cache.peek_prefix(keys(1, 2, 3, 4)) == 3
+
+
+def test_radix_leaf_frees_the_whole_leaf_where_leaf_lru_trims_it():
+    for policy, left in (("radix-leaf", 0), ("leaf-lru", 3)):
+        cache = _cached(policy, (1, 2, 3, 4))
+        assert cache.evict(BT) == (4 - left) * BT
+        assert cache.peek_prefix(keys(1, 2, 3, 4)) == left, policy
+        cache.check()
+
+
+# ---- the engine's counter --------------------------------------------------------------------
+
+def _request(rid, prompt_blocks, first_key=0, out=8):
+    spec = RequestSpec(prompt_tokens=prompt_blocks * BT, output_tokens=out,
+                       keys=np.arange(first_key, first_key + prompt_blocks, dtype=np.int64),
+                       block_tokens=BT, session=rid)
+    return LiveRequest(rid, spec, 0.0, simpy.Environment().event())
+
+
+@pytest.mark.parametrize("per_lookup, counted", [(True, 3), (False, 1)])
+def test_a_blocked_request_is_counted_at_every_lookup_only_where_the_engine_does(per_lookup,
+                                                                                 counted):
+    kv = KVManager(10 * BT, BT, BT, "block-pool", True,
+                   counter=PrefixCounter(per_lookup=per_lookup))
+    big = _request(1, 8, first_key=100)
+    assert kv.try_admit(big, 0.0)
+    blocked = _request(2, 6, first_key=200)
+    assert not kv.try_admit(blocked, 1.0)
+    assert not kv.try_admit(blocked, 2.0)
+    kv.release(big)
+    assert kv.try_admit(blocked, 3.0)
+    assert blocked.lookup_tokens == counted * 6 * BT
+
+
+def test_preempted_readmissions_stay_out_of_vllms_hit_rate():
+    kv = KVManager(10 * BT, BT, BT, "block-pool", True, counter=PrefixCounter(per_lookup=True))
+    req = _request(1, 4)
+    req.preemptions = 1
+    assert kv.try_admit(req, 0.0)
+    assert req.lookup_tokens == 0
+
+
+# ---- allocation per step (vLLM) ---------------------------------------------------------------
+
+def test_per_step_allocation_takes_the_first_chunk_and_gates_on_the_whole_prompt():
+    kv = KVManager(40 * BT, BT, BT, "block-pool", True)
+    req = _request(1, 30)
+    assert kv.try_admit(req, 0.0, first_chunk=8 * BT, gate_whole=True)
+    assert req.private == 8 * BT
+    too_big = _request(2, 41, first_key=500)
+    assert not kv.try_admit(too_big, 0.0, first_chunk=8 * BT, gate_whole=True)
+    assert kv.try_admit(too_big, 0.0, first_chunk=8 * BT, gate_whole=False)  # vLLM < 0.19
+
+
+def _engine(pool_blocks, *sets):
+    sc = load_scenario(None, ["engine.name=vllm", "engine.max_num_batched_tokens=128",
+                              "engine.page_size=16", *sets])
+    kv = KVManager(pool_blocks * BT, 16, BT, sc.engine.eviction_policy, True)
+    return EngineInstance(simpy.Environment(), sc, AnalyticOracle(sc), kv, driven=True), kv
+
+
+@pytest.mark.parametrize("allocation, survives", [("per-step", [20, 20, 16, 10]),
+                                                  ("admission", [10, 10, 10, 10])])
+def test_per_step_allocation_evicts_another_lanes_cache_only_as_chunks_need_it(allocation,
+                                                                               survives):
+    # 40 blocks: another lane's 20 cached blocks, and a cold 30-block prompt prefilled 8
+    # blocks a step. vLLM takes each chunk's blocks as it is scheduled, so the cached lane
+    # keeps its blocks until a chunk needs them; allocating at admission evicts 10 at once.
+    eng, kv = _engine(40, f"engine.kv_allocation={allocation}")
+    other = _request(9, 20, first_key=900)
+    assert kv.try_admit(other, 0.0)
+    kv.prompt_done(other, 0.0)
+    kv.release(other)
+    cold = _request(1, 30, first_key=100, out=4)
+    eng.waiting.append(cold)
+    seen = []
+    for t in range(4):
+        step = eng.form_step(float(t))
+        seen.append(kv.cache.peek_prefix(other.spec.keys))
+        eng.apply_step(step, 0.5)
+        kv.pool.check()
+    assert seen == survives
