@@ -12,7 +12,6 @@ and scheduling resumes — so per-request results equal the step-by-step referen
 
 from __future__ import annotations
 
-import math
 from bisect import bisect_right
 
 import numpy as np
@@ -20,67 +19,22 @@ import simpy
 
 from inferasim.config.scenario import Scenario
 from inferasim.cost.oracle import StepBatch
-from inferasim.serve.acceptance import RequestAdvance
-from inferasim.serve.decode_set import DecodeSet
-from inferasim.serve.engine_policy import EnginePolicy
+from inferasim.serve.engine_core import EngineCore
 from inferasim.serve.kv_manager import KVManager
 from inferasim.serve.live import LiveRequest
-from inferasim.serve.scheduler import SCHEDULERS, Step, grow_decoders
+from inferasim.serve.scheduler import Step
 
 
-class EngineStats:
-    __slots__ = ("steps", "prefill_steps", "decode_steps", "mixed_steps", "macro_steps",
-                 "chunk_macro_steps", "settled_macro_steps", "continued_macro_steps",
-                 "preemptions", "busy_s", "occupancy")
+class EngineInstance(EngineCore):
+    """The SimPy driver of one engine: its process forms a step (``EngineCore``), prices it,
+    waits, and applies it; runs of steps of known shape are one timeout (macro-steps)."""
 
-    def __init__(self) -> None:
-        self.steps = self.prefill_steps = self.decode_steps = self.macro_steps = 0
-        self.chunk_macro_steps = 0  # of the macro-steps, those over a prompt's full chunks
-        self.settled_macro_steps = 0  # of the macro-steps, those riding on a settling step
-        self.continued_macro_steps = 0  # of the macro-steps, those run on after a finish
-        self.mixed_steps = 0  # steps holding both prefill chunks and decodes
-        self.preemptions = 0
-        self.busy_s = 0.0
-        # (time, tokens used by running requests and cache, tokens cached) samples
-        self.occupancy: list[tuple[float, int, int]] = []
-
-
-class EngineInstance:
     def __init__(self, env: simpy.Environment, scenario: Scenario, oracle, kv: KVManager,
                  index: int = 0, driven: bool = False):
-        eng = scenario.engine
+        super().__init__(scenario, oracle, kv, index, on_done=lambda req: req.done.succeed(req))
         self.env = env
-        self.index = index
-        self.oracle = oracle
-        self.kv = kv
-        self.max_num_seqs = eng.max_num_seqs
-        self.max_batched_tokens = eng.max_num_batched_tokens
-        # Decode tokens a step may hold (what ``schedule_decodes`` is offered).
-        self._decode_budget = float("inf") if eng.scheduler == "prefill-exclusive" \
-            else eng.max_num_batched_tokens
-        self.chunked_prefill_size = eng.chunked_prefill_size
-        # queue order, preemption, what the cache keeps, admission's reserve: the engine's own
-        self.policy = policy = EnginePolicy.for_engine(eng, scenario.speculative.method != "none")
-        self._caches_chunks = policy.caches_chunks
-        self._schedule = SCHEDULERS[eng.scheduler]
-        spec = scenario.speculative
-        self.width = spec.verify_width
-        self.advance = spec.tokens_per_step
-        # Requests accept alike unless the scenario spreads them (``acceptance_cv``); each then
-        # draws its own tokens per step from the replay's seed and its id, in both step modes.
-        self._advance_of = (
-            RequestAdvance(self.advance, spec.acceptance_cv, self.width, scenario.workload.seed)
-            if spec.acceptance_cv > 0 and spec.method != "none" else None)
         self.exact = scenario.sim.exact_steps
-        self._host_s_per_token = eng.uncached_prompt_latency_us * 1e-6
-        self._host_cap = eng.uncached_prompt_latency_max_tokens
         self.max_macro = max(1, scenario.sim.max_macro_steps)
-        # SGLang's receive interval: requests sent while the scheduler decodes wait in
-        # ``inbox`` until it next reads its socket: after a prefill step, when idle, or every
-        # ``_recv_every`` decode steps (``_recv_count`` of them since the last read).
-        self._recv_every = eng.scheduler_recv_interval
-        self._recv_count = 0
-        self.inbox: list[LiveRequest] = []
         # Disaggregated decode: requests waiting for their prompt's pages before their
         # prefill (FIFO), and how many hold pages here before their KV has arrived.
         self.prealloc_queue: list[tuple[LiveRequest, simpy.Event]] = []
@@ -88,18 +42,6 @@ class EngineInstance:
         self._prealloc_keep = scenario.engine.disagg_prealloc_reserved_tokens
         self._idle = False
         self._cut_step: int | None = None   # the step a pending read cuts the macro-step at
-        self._reserve_output = policy.reserve_output
-        self._ratio_init = eng.new_token_ratio_init
-        self._ratio_min = eng.new_token_ratio_min
-        self._ratio_decay = (eng.new_token_ratio_init - eng.new_token_ratio_min) \
-            / max(1, eng.new_token_ratio_decay_steps)
-        self.new_token_ratio = eng.new_token_ratio_init
-        self.waiting: list[LiveRequest] = []
-        self.running: list[LiveRequest] = []      # admission order
-        self.prefilling: list[LiveRequest] = []   # running, prompt not done, admission order
-        self.decoding = DecodeSet(self.advance)   # running, past the prompt
-        self.stats = EngineStats()
-        self._seq = 0
         self._wake: simpy.Event = env.event()
         self._in_macro = False
         self._through_ends: np.ndarray = _EMPTY
@@ -114,7 +56,35 @@ class EngineInstance:
         self._group = None
         self.process = env.process(self._run()) if not driven else None
 
-    # -- requests in and out ------------------------------------------------------------
+    # -- what a lockstep group drives (lockstep.py) ---------------------------------------
+    def join_group(self, group) -> None:
+        """Step with ``group`` (attention-DP lockstep): it forms, prices and applies the steps."""
+        self._group = group
+
+    def steady_steps(self, step: Step) -> int:
+        """Decode steps ``step``'s batch runs unchanged (0: not steady); see ``_macro_length``."""
+        return self._macro_length(step)
+
+    def hold_plan(self, ends: np.ndarray | None, steps: int = 0) -> None:
+        """The run of decode steps in flight (None: none), for a router reading mid-run."""
+        self._plan = None if ends is None else (ends, steps)
+
+    def account_decode_run(self, step: Step, done: int, busy_s: float) -> None:
+        """``done`` decode steps of a run that ended now (see ``_decoded``)."""
+        self._decoded(step, done, busy_s)
+
+    def form_step(self, now: float) -> Step | None:
+        if self.prealloc_queue:
+            self._serve_preallocs()
+        return super().form_step(now)
+
+    def apply_step(self, step: Step, seconds: float, now: float | None = None) -> None:
+        """``EngineCore.apply_step`` at ``now`` (default: the clock)."""
+        super().apply_step(step, seconds, self.env.now if now is None else now)
+
+    def _sample_occupancy(self) -> None:
+        self.sample_occupancy(self.env.now)
+
     def preallocate(self, req: LiveRequest) -> simpy.Event:
         """Queue ``req`` for its prompt's pages ahead of its prefill (SGLang PD decode); the
         event fires when they are held, or with ``req.failed`` set when they never can be."""
@@ -177,14 +147,6 @@ class EngineInstance:
         self.waiting.append(req)
         self._poke()
 
-    @property
-    def load_score(self) -> int:
-        return 4 * (len(self.waiting) + len(self.inbox)) + len(self.running)
-
-    @property
-    def request_count(self) -> int:
-        return len(self.waiting) + len(self.inbox) + len(self.running)
-
     def peek(self, req: LiveRequest) -> int:
         """Cached prefix blocks for the router (asked once per request and instance)."""
         self.catch_up()
@@ -206,104 +168,11 @@ class EngineInstance:
         ends, k = self._plan
         in_flight = min(k, bisect_right(ends, self.env.now) + 1)
         if in_flight > 1:
-            self._grow_through(in_flight)
-
-    def queue_order(self) -> list[LiveRequest]:
-        return self.policy.order(self.waiting, self.kv, self.policy.lpm_max_waiting)
-
-    def start(self, req: LiveRequest, now: float) -> None:
-        self.waiting.remove(req)
-        self.running.append(req)
-        self.prefilling.append(req)
-        req.peek_version = ()  # its witness would keep evicted tree nodes alive
-        req.admitted_seq = self._seq
-        self._seq += 1
-        if math.isnan(req.admitted):
-            req.admitted = now
-
-    def admission_reserve(self, req: LiveRequest) -> float:
-        if not self._reserve_output:
-            return 0.0
-        return float(min(req.remaining_output, self.policy.output_reserve_clip))
-
-    def running_reserve(self) -> float:
-        if not self._reserve_output or not self.running:
-            return 0.0
-        clip = self.policy.output_reserve_clip
-        decoding = float(np.minimum(self.decoding.remaining_output(), clip).sum())
-        prefilling = sum(min(r.remaining_output, clip) for r in self.prefilling)
-        return self.new_token_ratio * (decoding + prefilling)
-
-    def preempt_one(self, now: float) -> LiveRequest:
-        self.decoding.sync()  # victim policies read each request's progress
-        victim = self.policy.victim(self.running)
-        self.running.remove(victim)
-        # KV exists for the prompt chunks computed, or all but the last sampled token
-        computed = victim.computed if victim.row < 0 else victim.context - 1
-        if victim.row >= 0:
-            self.decoding.remove(victim)  # writes its progress and pages back
-        else:
-            self.prefilling.remove(victim)
-        if self.policy.keeps_blocks:
-            self.kv.keep_computed(victim, computed, now)
-        self.kv.release(victim)
-        # Recompute: the prompt and what was generated are prefilled again on re-admission.
-        victim.target = victim.spec.prompt_tokens + int(victim.generated)
-        victim.computed = 0
-        victim.preemptions += 1
-        self.stats.preemptions += 1
-        if self.policy.requeue_front:
-            self.waiting.insert(0, victim)
-        else:
-            self.waiting.append(victim)
-        if self._reserve_output:
-            total_out = sum(r.spec.output_tokens for r in self.running) + 1
-            done = sum(r.generated for r in self.running)
-            self.new_token_ratio = min(1.0, (done + 20 * len(self.running)) / total_out)
-        return victim
-
-    # -- the process ----------------------------------------------------------------------
-    def form_step(self, now: float) -> Step | None:
-        """The next step's batch, or None when the instance has nothing to do."""
-        if self.prealloc_queue:
-            self._serve_preallocs()
-        while self.waiting or self.running:
-            preempted_before = self.stats.preemptions
-            step = self._schedule(self, now)
-            if not step.empty:
-                return step
-            if self.stats.preemptions == preempted_before and not self.running:
-                # Nothing runs and the head of the queue cannot be admitted into an empty
-                # pool: it never will be. Refuse it, as an engine refuses a prompt longer
-                # than its KV capacity.
-                self._refuse(self.queue_order()[0])
-            # else everything was preempted while forming the step: form it again
-        return None
+            self.grow_through(in_flight)
 
     def wait_for_work(self):
         self._wake = self.env.event()
         return self._wake
-
-    def _read_inbox(self) -> None:
-        """(Called with requests in the inbox.) The scheduler reads its socket: after a
-        prefill step or every ``_recv_every`` decode steps (the count is back at 0), or when
-        nothing runs (an idle loop turns over in no time)."""
-        if self._recv_count == 0 or not (self.running or self.waiting):
-            self.waiting.extend(self.inbox)
-            self.inbox.clear()
-            self._recv_count = 0
-
-    def _counted(self, decode_steps: int, prefilled: bool) -> None:
-        """Advance the receive count by steps that ended: a prefill step makes the next loop
-        read (SGLang weighs it past any interval)."""
-        if prefilled:
-            self._recv_count = 0
-        elif self._recv_every > 1:
-            self._recv_count = (self._recv_count + decode_steps) % self._recv_every
-
-    def _to_read(self) -> int:
-        """Decode steps until the scheduler next reads its socket."""
-        return self._recv_every - self._recv_count
 
     def _cut_at_read(self) -> None:
         """A request sent during a macro-step is read at the first read after the step in
@@ -356,104 +225,6 @@ class EngineInstance:
                     self.apply_step(step, seconds)
             self._sample_occupancy()
 
-    def batch(self, step: Step) -> StepBatch:
-        pre = step.prefills
-        samples = sum(1 for r, c in pre if r.computed + c >= r.target)
-        if step.all_decoders:
-            ctx = self.decoding.context()
-        else:
-            ctx = np.fromiter((r.context for r in step.decodes), np.float64, len(step.decodes))
-        return StepBatch(
-            prefill_tokens=np.fromiter((c for _, c in pre), np.float64, len(pre)),
-            prefill_resident=np.fromiter((r.computed for r, _ in pre), np.float64, len(pre)),
-            prefill_samples=samples,
-            decode_context=ctx,
-            width=self.width,
-        )
-
-    def apply_step(self, step: Step, seconds: float, now: float | None = None) -> None:
-        """Account a step that ended ``now`` (default: the clock): chunks computed, tokens
-        generated, requests done."""
-        self.stats.steps += 1
-        self.stats.busy_s += seconds
-        if step.prefills and step.decodes:
-            self.stats.mixed_steps += 1
-        if step.prefills:
-            self.stats.prefill_steps += 1
-        else:
-            self.stats.decode_steps += 1
-        if now is None:
-            now = self.env.now
-        # The step's decodes are the rows before it: a prompt it completes samples its first
-        # token in it and joins the set after them, to decode from the next step on.
-        decoders = len(self.decoding)
-        for req, chunk in step.prefills:
-            req.computed += chunk
-            if req.computed >= req.target:
-                self.prompt_done(req, now)
-            elif self._caches_chunks:
-                self.kv.chunk_done(req, req.computed, now)
-        if step.decodes:
-            self._apply_decode(step, 1, now, decoders)
-        if self._reserve_output and not step.prefills and step.decodes:
-            self.new_token_ratio = max(self._ratio_min, self.new_token_ratio - self._ratio_decay)
-        self._counted(1, bool(step.prefills))
-
-    def prompt_done(self, req: LiveRequest, now: float) -> None:
-        self.kv.prompt_done(req, now)
-        if math.isnan(req.first_token):
-            # The host-side term (tokenisation, scheduling) charged per uncached prompt token
-            # delays the first token only.
-            uncached = req.spec.prompt_tokens - max(req.cached_first, 0)
-            if self._host_cap:
-                uncached = min(uncached, self._host_cap)
-            req.first_token = now + self._host_s_per_token * uncached
-        self.prefilling.remove(req)
-        # The step that completes a prompt samples one token.
-        req.gen_base = req.generated + 1.0
-        req.decode_steps = 0
-        req.generated = req.gen_base
-        if req.generated >= req.spec.output_tokens:
-            self._finish(req, now)
-        else:
-            if self._advance_of is not None and not req.advance:
-                req.advance = self._advance_of(req.rid)
-            self.decoding.add(req)
-
-    def _apply_decode(self, step: Step, steps: int, now: float,
-                      decoders: int | None = None) -> None:
-        """``steps`` decode steps of the step's decodes; with every decoder in it, the first
-        ``decoders`` rows (None: all), the set's rows when the step was formed."""
-        dec = self.decoding
-        if step.all_decoders:
-            done = dec.add_steps(None, steps, decoders)
-        else:
-            rows = np.fromiter((r.row for r in step.decodes), np.int64, len(step.decodes))
-            done = dec.add_steps(rows, steps)
-        if len(done) == 1:
-            self._finish(dec.reqs[int(done[0])], now)
-        elif len(done):
-            # collected before any finishes: a finish moves the set's last row into its hole
-            for req in sorted((dec.reqs[i] for i in done), key=lambda r: r.admitted_seq):
-                self._finish(req, now)
-
-    def _refuse(self, req: LiveRequest) -> None:
-        self.waiting.remove(req)
-        req.failed = self.kv.refusal(req.target)
-        req.done.succeed(req)
-
-    def _finish(self, req: LiveRequest, now: float) -> None:
-        if req.row >= 0:
-            self.decoding.remove(req)  # writes its final token count back
-        self.kv.finish(req, now)
-        self.running.remove(req)
-        # The last token cannot reach the client before the first: tokens decoded while the
-        # host term (uncached_prompt_latency_us) still holds the first one back arrive with it.
-        # The engine's own time (its memory, the next step) is untouched: the term is TTFT's.
-        req.finish = req.first_token if now < req.first_token else now
-        req.done.succeed(req)
-
-    # -- macro-steps ----------------------------------------------------------------------
     def _macro_length(self, step: Step) -> int:
         """How many decode steps this batch runs unchanged (0 = not steady)."""
         if step.prefills or not step.all_decoders or len(step.decodes) != len(self.running):
@@ -569,7 +340,7 @@ class EngineInstance:
                 # router reading this instance mid-step sees them held (nobody reads a solo
                 # instance: the macro-step's end grows them with the rest, freeing the same
                 # LRU blocks)
-                self._grow_through(1)
+                self.grow_through(1)
             ran_all = yield from self._macro(_EVERY_DECODER, k)
             self.stats.continued_macro_steps += 1
             self._sample_occupancy()
@@ -593,7 +364,7 @@ class EngineInstance:
         stats.macro_steps += 1
         stats.busy_s += busy_s
         self._counted(done, False)
-        self._grow_through(done)
+        self.grow_through(done)
         if self._reserve_output:
             self.new_token_ratio = max(self._ratio_min,
                                        self.new_token_ratio - done * self._ratio_decay)
@@ -640,7 +411,7 @@ class EngineInstance:
             for j in range(1, k + 1):
                 self.kv.chunk_done(req, before + j * chunk, float(ends[j - 1]))
         if decodes:
-            self._grow_through(k)
+            self.grow_through(k)
             self._apply_decode(step, k, env.now)
 
     def _settles(self, step: Step) -> bool:
@@ -677,24 +448,6 @@ class EngineInstance:
             # the first decode step is included in the growth: no scheduler grew it
             self._decoded(_EVERY_DECODER, done - 1, float(ends[done - 1]) - float(ends[0]))
         return done == k + 1
-
-    def _advances(self) -> float | np.ndarray:
-        """Tokens each decoding request's step emits: one figure when all accept alike."""
-        if self._advance_of is None:
-            return self.advance
-        return self.decoding.adv[: len(self.decoding)]
-
-    def _grow_through(self, steps: int) -> None:
-        """Allocate the pages steps 1..``steps`` of a macro-step grew into (the first usually
-        held already: the scheduler grew it), as the single steps would have (the macro
-        length guaranteed they can)."""
-        if not grow_decoders(self, steps):
-            raise AssertionError("macro-step growth exceeded the room it was sized for")
-
-    def _sample_occupancy(self) -> None:
-        pool = self.kv.pool
-        self.stats.occupancy.append((self.env.now, pool.capacity - pool.free,
-                                     self.kv.cache.cached_tokens))
 
 
 _EMPTY = np.zeros(0, dtype=np.float64)

@@ -7,7 +7,7 @@ tokens, and the step ends for all at once. The group prices each step at the com
 (``oracle.step_group``) and applies every rank's step at the same end time.
 
 Time advance: while every rank that runs anything runs a steady decode batch (its own
-``EngineInstance._macro_length``: decode only, nothing admissible waiting, no finish before
+``EngineInstance.steady_steps``: decode only, nothing admissible waiting, no finish before
 the last step, growth within its memory), the group's steps until the first of them ends
 are one timeout, each step priced as the group step it is. An arrival at any rank cuts it
 as it cuts one engine's macro-step (the step in flight completes), so per-request results
@@ -34,7 +34,7 @@ class LockstepGroup:
         self._in_macro = False
         self._cut = False  # an arrival cut the run in flight
         for rank in ranks:
-            rank._group = self
+            rank.join_group(self)
         self.steps = 0
         self.macro_steps = 0
         self.process = env.process(self._run())
@@ -69,7 +69,7 @@ class LockstepGroup:
             for rank, s in zip(self.ranks, steps, strict=True):
                 if s is not None:
                     rank.apply_step(s, seconds)
-                    rank._sample_occupancy()
+                    rank.sample_occupancy(env.now)
 
     def _macro_length(self, steps: list) -> int:
         """Group steps every busy rank's batch runs unchanged (0 = some rank is not steady);
@@ -78,7 +78,7 @@ class LockstepGroup:
         for rank, step in zip(self.ranks, steps, strict=True):
             if step is None:
                 continue
-            own = rank._macro_length(step)
+            own = rank.steady_steps(step)
             if own < 2:
                 return 0
             k = min(k, own)
@@ -108,16 +108,16 @@ class LockstepGroup:
             # each end added onto the last, as the clock would one step at a time
             ends = np.concatenate((ends, step_ends(float(ends[-1]) if start else t0, times)))
             for rank, _ in busy:
-                rank._plan = (ends, k)  # a router reading a rank mid-run sees its growth
+                rank.hold_plan(ends, k)  # a router reading a rank mid-run sees its growth
             done = start + (yield from wait_through(env, ends[start:], self))
             start, piece = stop, 2 * piece
         self.steps += done
         self.macro_steps += 1
         seconds = float(ends[done - 1]) - t0
         for rank, step in busy:
-            rank._plan = None
-            rank._decoded(step, done, seconds)
-            rank._sample_occupancy()
+            rank.hold_plan(None)
+            rank.account_decode_run(step, done, seconds)
+            rank.sample_occupancy(self.env.now)
 
 
 # Steps of a group run priced before the first wait (then 2x, 4x ...).

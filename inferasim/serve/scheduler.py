@@ -33,19 +33,44 @@ class Step:
         return not self.prefills and not self.decodes
 
 
-def _admit(eng: EngineInstance, step: Step, now: float, budget: int, one_chunk: bool) -> int:
+@attrs.define(slots=True)
+class TokenBudget:
+    """The tokens a step may still schedule: vLLM's ``token_budget`` (max_num_batched_tokens,
+    the decodes' share taken first), SGLang's and ATOM's prefill chunk (chunked_prefill_size,
+    PrefillAdder's ``rem_chunk_tokens``)."""
+
+    tokens: float
+
+    @property
+    def left(self) -> bool:
+        return self.tokens > 0
+
+    def chunk(self, req: LiveRequest) -> int:
+        """The next chunk of ``req``'s prompt this budget allows."""
+        return min(req.target - req.computed, self.tokens)
+
+    def take(self, tokens: float) -> None:
+        self.tokens -= tokens
+
+    def give_back(self, tokens: float) -> None:
+        """A scheduled request was preempted after all: its tokens return."""
+        self.tokens += tokens
+
+
+def _admit(eng: EngineInstance, step: Step, now: float, budget: TokenBudget,
+           one_chunk: bool) -> None:
     """Admit waiting requests in policy order while the budget, sequence limit and memory allow.
 
     Head-of-line: the first request that does not fit stops admission (all three engines)."""
-    if not eng.waiting or budget <= 0 or len(eng.running) >= eng.max_num_seqs:
-        return budget  # ordering the queue is the costly part: skip it when nothing can enter
+    if not eng.waiting or not budget.left or len(eng.running) >= eng.max_num_seqs:
+        return  # ordering the queue is the costly part: skip it when nothing can enter
     added = 0.0  # what this pass's admissions reserve beyond running_reserve's share of them
+    policy = eng.policy
     for req in eng.queue_order():
-        if budget <= 0 or len(eng.running) >= eng.max_num_seqs:
+        if not budget.left or len(eng.running) >= eng.max_num_seqs:
             break
         own = eng.admission_reserve(req)
-        policy = eng.policy
-        first = budget if policy.allocates_per_step else None
+        first = budget.tokens if policy.allocates_per_step else None
         if not eng.kv.try_admit(req, now, own, eng.running_reserve() + added, first,
                                 policy.gates_whole_sequence):
             break
@@ -57,12 +82,11 @@ def _admit(eng: EngineInstance, step: Step, now: float, budget: int, one_chunk: 
         if req.computed >= req.target:
             eng.prompt_done(req, now)  # KV arrived from a prefill instance: decode next step
             continue
-        chunk = min(req.target - req.computed, budget)
+        chunk = budget.chunk(req)
         step.prefills.append((req, chunk))
-        budget -= chunk
+        budget.take(chunk)
         if one_chunk and chunk < req.target - req.computed:
             break  # a single request may be mid-chunk at a time
-    return budget
 
 
 def _decode_room(eng: EngineInstance, step: Step, req: LiveRequest, now: float,
@@ -85,15 +109,19 @@ def _decode_room(eng: EngineInstance, step: Step, req: LiveRequest, now: float,
 
 
 def _chunk_room(eng: EngineInstance, step: Step, req: LiveRequest, chunk: int, now: float,
-                preempted: set[int]) -> bool:
+                preempted: set[int], budget: TokenBudget) -> bool:
     """Pages for the next ``chunk`` prompt tokens of a request whose engine allocates per step
-    (vLLM's allocate_slots), preempting by the engine's policy until they fit. False when
-    ``req`` itself was the victim."""
+    (vLLM's allocate_slots), preempting by the engine's policy until they fit; a victim
+    already in the step gives its tokens back. False when ``req`` itself was the victim."""
     while not eng.kv.grow(req, req.computed + chunk):
         victim = eng.preempt_one(now)
         preempted.add(victim.rid)
         if victim in step.decodes:
             step.decodes.remove(victim)
+            budget.give_back(eng.width)
+        for r, c in step.prefills:
+            if r is victim:
+                budget.give_back(c)
         step.prefills[:] = [(r, c) for r, c in step.prefills if r is not victim]
         if victim is req:
             return False
@@ -190,39 +218,35 @@ def schedule_unified(eng: EngineInstance, now: float) -> Step:
     """Decoding requests (admitted before any still prefilling) first, then unfinished
     prompts in admission order, then admissions, all under one token budget."""
     step = Step()
-    budget = eng.max_batched_tokens
-    preempted = schedule_decodes(eng, step, now, budget)
-    budget -= len(step.decodes) * eng.width
-    step.prefill_budget = budget
+    preempted = schedule_decodes(eng, step, now, eng.max_batched_tokens)
+    budget = TokenBudget(eng.max_batched_tokens - len(step.decodes) * eng.width)
+    step.prefill_budget = budget.tokens
     per_step = eng.policy.allocates_per_step
     preempted_ids: set[int] = set()
     for req in list(eng.prefilling):
         if req.rid in preempted_ids:
             continue
-        chunk = min(req.target - req.computed, budget)
+        chunk = budget.chunk(req)
         if chunk > 0:
-            if per_step and not _chunk_room(eng, step, req, chunk, now, preempted_ids):
+            if per_step and not _chunk_room(eng, step, req, chunk, now, preempted_ids, budget):
                 break  # the request was its own victim: the running pass stops (vLLM)
             step.prefills.append((req, chunk))
-            budget -= chunk
-    if preempted_ids:
-        preempted = True
-        budget = eng.max_batched_tokens - len(step.decodes) * eng.width \
-            - sum(c for _, c in step.prefills)
-    if not preempted:
+            budget.take(chunk)
+    if not preempted and not preempted_ids:
         _admit(eng, step, now, budget, one_chunk=False)
     return step
 
 
 def schedule_prefill_exclusive(eng: EngineInstance, now: float) -> Step:
     step = Step()
-    budget = step.prefill_budget = eng.chunked_prefill_size
+    budget = TokenBudget(eng.chunked_prefill_size)
+    step.prefill_budget = eng.chunked_prefill_size
     mid_chunk = eng.prefilling[0] if eng.prefilling else None
     if mid_chunk is not None:
-        chunk = min(mid_chunk.target - mid_chunk.computed, budget)
+        chunk = budget.chunk(mid_chunk)
         step.prefills.append((mid_chunk, chunk))
-        budget -= chunk
-    if budget > 0:  # the request mid-chunk (if any) finishes its prompt this step
+        budget.take(chunk)
+    if budget.left:  # the request mid-chunk (if any) finishes its prompt this step
         _admit(eng, step, now, budget, one_chunk=True)
     if step.prefills:
         return step
