@@ -175,3 +175,32 @@ def test_per_step_allocation_evicts_another_lanes_cache_only_as_chunks_need_it(a
         eng.apply_step(step, 0.5)
         kv.pool.check()
     assert seen == survives
+
+
+# ---- what the engine knows of the output ------------------------------------------------------
+
+def _spec(prompt, out, max_tokens):
+    return RequestSpec(prompt_tokens=prompt, output_tokens=out,
+                       keys=np.arange(prompt // BT, dtype=np.int64), block_tokens=BT,
+                       max_tokens=max_tokens)
+
+
+@pytest.mark.parametrize("max_tokens, reserved", [(300, 300), (None, 4096)])
+def test_the_output_reserve_reads_the_clients_max_tokens_never_the_true_length(max_tokens,
+                                                                              reserved):
+    # SGLang reserves min(max_new_tokens, 4096) per new request (engines.md 3.2); a client
+    # that sends no max_tokens leaves it the rest of the context. The true output (50) is the
+    # simulator's to know, not the scheduler's.
+    sc = load_scenario(None, ["engine.name=sglang"])
+    eng = EngineInstance(simpy.Environment(), sc, AnalyticOracle(sc),
+                         KVManager(100_000, 1, BT, "radix-leaf", True), driven=True)
+    req = LiveRequest(1, _spec(160, 50, max_tokens), 0.0, simpy.Environment().event())
+    assert eng.admission_reserve(req) == reserved
+
+
+def test_benchmark_clients_send_the_output_length_as_max_tokens():
+    # vllm bench serve's random dataset with --ignore-eos: max_tokens = the output length
+    from inferasim.workload.random_lengths import RandomRequests
+
+    spec = RandomRequests(512, 64, 1.0, np.random.default_rng(0)).next_request()
+    assert spec.max_tokens == spec.output_tokens == 64

@@ -57,7 +57,9 @@ class DecodeSet:
             new[: arr.size] = arr
             setattr(self, name, new)
 
-    def add(self, req: LiveRequest) -> None:
+    def add(self, req: LiveRequest, max_new: float | None = None) -> None:
+        """``max_new``: the output the engine believes the request may reach (its max_tokens;
+        default the true output), which the output reserve reads."""
         self._context = self._next_finish = self._row_floats = None
         i = len(self.reqs)
         if i == self.prompt.size:
@@ -69,7 +71,7 @@ class DecodeSet:
         self.steps[i] = req.decode_steps
         self.cap[i] = req.tree_tokens + req.private
         self.tree[i] = req.tree_tokens
-        self.out[i] = req.spec.output_tokens
+        self.out[i] = req.spec.output_tokens if max_new is None else max_new
         adv = self.adv[i] = req.advance or self.advance
         self.fin[i] = finish_step(req.gen_base, req.spec.output_tokens, adv)
 

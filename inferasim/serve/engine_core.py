@@ -89,6 +89,15 @@ class EngineCore:
         self.decoding = DecodeSet(self.advance)   # running, past the prompt
         self.stats = EngineStats()
         self._seq = 0
+        self._max_context = scenario.model.max_context
+
+    def max_new(self, req: LiveRequest) -> int:
+        """The output the engine believes ``req`` may reach: the client's max_tokens, else the
+        rest of the context (SGLang caps max_new_tokens there when none is sent [U]). The
+        true output length is the simulator's, never the scheduler's."""
+        if req.spec.max_tokens is not None:
+            return req.spec.max_tokens
+        return max(1, self._max_context - req.spec.prompt_tokens - 1)
 
     @property
     def load_score(self) -> int:
@@ -114,14 +123,14 @@ class EngineCore:
     def admission_reserve(self, req: LiveRequest) -> float:
         if not self._reserve_output:
             return 0.0
-        return float(min(req.remaining_output, self.policy.output_reserve_clip))
+        return float(min(self.max_new(req) - req.generated, self.policy.output_reserve_clip))
 
     def running_reserve(self) -> float:
         if not self._reserve_output or not self.running:
             return 0.0
         clip = self.policy.output_reserve_clip
         decoding = float(np.minimum(self.decoding.remaining_output(), clip).sum())
-        prefilling = sum(min(r.remaining_output, clip) for r in self.prefilling)
+        prefilling = sum(min(self.max_new(r) - r.generated, clip) for r in self.prefilling)
         return self.new_token_ratio * (decoding + prefilling)
 
     def preempt_one(self, now: float) -> LiveRequest:
@@ -147,7 +156,7 @@ class EngineCore:
         else:
             self.waiting.append(victim)
         if self._reserve_output:
-            total_out = sum(r.spec.output_tokens for r in self.running) + 1
+            total_out = sum(self.max_new(r) for r in self.running) + 1
             done = sum(r.generated for r in self.running)
             self.new_token_ratio = min(1.0, (done + 20 * len(self.running)) / total_out)
         return victim
@@ -248,7 +257,7 @@ class EngineCore:
         else:
             if self._advance_of is not None and not req.advance:
                 req.advance = self._advance_of(req.rid)
-            self.decoding.add(req)
+            self.decoding.add(req, self.max_new(req))
 
     def _apply_decode(self, step: Step, steps: int, now: float,
                       decoders: int | None = None) -> None:

@@ -327,8 +327,10 @@ class TreeInstance:
                 arr = c.keys[lo:hi].astype(np.int64) + base
                 seg_arrays[seg] = arr
             keys = arr[:int(c.nkeys[j])]
-            self.specs.append(RequestSpec(int(c.prompt[j]), max(1, int(c.output[j])), keys,
-                                          self.bt, None, instance, j - self.t0))
+            out = max(1, int(c.output[j]))
+            # the harness sends max_tokens = the recorded output (agentx.md)
+            self.specs.append(RequestSpec(int(c.prompt[j]), out, keys, self.bt, None,
+                                          instance, j - self.t0, max_tokens=out))
         # Local (tree-relative) structure.
         self.stream_first = (c.stream_first[self.s0:self.s0 + self.n_streams] - self.t0).tolist()
         self.stream_n = c.stream_n[self.s0:self.s0 + self.n_streams].tolist()

@@ -36,7 +36,8 @@ class RandomRequests:
         self._next += 1
         isl, osl = self._length(self.isl), self._length(self.osl)
         keys = unique_keys(rid, isl // BLOCK_TOKENS)
-        return RequestSpec(isl, osl, keys, BLOCK_TOKENS, None, rid, 0)
+        # vllm bench serve's random dataset sends max_tokens = osl with --ignore-eos
+        return RequestSpec(isl, osl, keys, BLOCK_TOKENS, None, rid, 0, max_tokens=osl)
 
     def next_session(self) -> Session:
         req = self.next_request()

@@ -23,6 +23,11 @@ class RequestSpec:
     finish_keys: np.ndarray | None = None
     session: int = -1
     turn: int = 0
+    # The max_tokens the client sends, which is all an engine knows of the output's length
+    # before it ends (SGLang reserves for it); None when the client sends none (the engine
+    # then assumes the rest of the context). Benchmark clients that force the length
+    # (vllm bench serve --ignore-eos, AIPerf's trace replays, the AgentX harness) send it.
+    max_tokens: int | None = None
 
 
 @attrs.frozen(slots=True)

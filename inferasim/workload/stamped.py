@@ -143,8 +143,10 @@ class StampedSource:
 
     def _spec(self, i: int) -> RequestSpec:
         t = self.trace
-        return RequestSpec(int(t.input_tokens[i]), int(t.output_tokens[i]), t.prompt_keys(i),
-                           t.block_tokens, None, i, 0)
+        out = int(t.output_tokens[i])
+        # AIPerf's trace replay sends the recorded output length as max_tokens
+        return RequestSpec(int(t.input_tokens[i]), out, t.prompt_keys(i), t.block_tokens, None,
+                           i, 0, max_tokens=out)
 
     def arrivals(self) -> Iterator[Arrival]:
         order = self.trace.order_s
