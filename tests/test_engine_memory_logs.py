@@ -38,12 +38,9 @@ CASES = {
         # NVFP4 needs Blackwell; 39.89 + 119.35 GiB + the profile run only fit 0.9 x B200
         "llama-3.3-70b", "b200", "nvfp4"),
     "vllm/inferencex_vllm-0.19.1_deepseek-r1-fp4_b200_tp4-ep4_startup-excerpt.log": LogCase(
-        "deepseek-r1", "b200", "nvfp4",
-        xfail="+5.2 %: the catalog's B200 holds 180 GiB, the log's 'increase "
-              "--gpu-memory-utilization from 0.9000 to 0.9143' for a 2.56 GiB estimate implies "
-              "~179 GiB (1.3 points); the log leaves ~4.9 GiB for the profile peak and "
-              "non-torch memory against the modelled 2.8 GiB (the FP4 MoE kernels' workspace "
-              "is not identified by the log)"),
+        # the B200's 179.06 GiB comes from this log ('increase from 0.9000 to 0.9143' for a
+        # 2.56 GiB estimate); ~2 GiB of its profile peak and non-torch memory stay unmodelled
+        "deepseek-r1", "b200", "nvfp4"),
     "vllm/inferencex_vllm-0.20.0_deepseek-v4-pro_dp8-ep_mtp_startup-excerpt.log": LogCase(
         # 'increase from 0.9500 to 0.9824' for a 4.53 GiB estimate: ~139.8 GiB, an H200
         "deepseek-v4-pro", "h200",
