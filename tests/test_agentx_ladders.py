@@ -54,3 +54,25 @@ def test_past_the_cliff_ttft_is_minutes_and_throughput_collapses(table):
     deep = rows[32]
     assert deep["simulated_ttft_mean_s"] == pytest.approx(deep["measured_ttft_mean_s"], rel=0.5)
     assert deep["simulated_output_tok_s"] < 0.5 * rows[8]["simulated_output_tok_s"]
+
+
+HEADER = "model,hw,framework,image,precision,tp,conc,mean_ttft,p90_ttft,output_tput_tps\n"
+
+
+@pytest.mark.parametrize("body, needle", [
+    (None, "the ladder file is not there"),
+    ("model,hw\nx,y\n", "missing columns"),
+    (HEADER + "foo/Bar-9,mi355x,vllm,vllm/x:v0.22.0,fp8,1,4,1,1,1\n", "no catalog model"),
+    (HEADER + "MiniMaxAI/MiniMax-M2.5,mi355x,vllm,v:v0.22.0,int3,1,4,1,1,1\n", "precision"),
+    (HEADER + "MiniMaxAI/MiniMax-M2.5,mi355x,vllm,v:v0.22.0,fp8,1,four,1,1,1\n", "conc"),
+    (HEADER + "MiniMaxAI/MiniMax-M2.5,mi355x,vllm,v:v0.22.0,fp8,1,4,1,1,fast\n",
+     "output_tput_tps"),
+])
+def test_a_bad_ladder_file_is_one_line_naming_the_file_and_key(tmp_path, body, needle):
+    path = tmp_path / "ladders.csv"
+    if body is not None:
+        path.write_text(body)
+    result = CliRunner().invoke(cli, ["validate", "agentx", str(path), "--jobs", "1"])
+    assert result.exit_code == 2, result.output
+    lines = [ln for ln in result.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and needle in lines[0] and "ladders.csv" in lines[0], result.output

@@ -68,6 +68,21 @@ def _weight_dtype(precision: str, hw: str, file: str) -> str:
                       file=file, key="precision")
 
 
+def _number(row, key: str, where: str) -> float:
+    try:
+        return float(row[key])
+    except (TypeError, ValueError):
+        raise ConfigError(f"expected a number, got {row[key]!r}", file=where, key=key) from None
+
+
+def _count(row, key: str, where: str) -> int:
+    value = _number(row, key, where)
+    if value != int(value) or value < 1:
+        raise ConfigError(f"expected a whole number of at least 1, got {row[key]!r}",
+                          file=where, key=key)
+    return int(value)
+
+
 def _flag(value: Any) -> bool:
     return str(value).strip().lower() in ("true", "1", "yes")
 
@@ -96,9 +111,9 @@ def read_ladders(csv_path: str | Path, trace: str | None = None) -> list[Rung]:
         gpu = str(row["hw"]).strip().lower()
         engine = str(row["framework"]).strip().lower()
         version = engine_version_from_image(str(row["image"])) or ""
-        conc = int(row["conc"])
-        tp = int(row["tp"])
-        ep = int(row["ep"]) if "ep" in row and not pd.isna(row["ep"]) else 1
+        conc = _count(row, "conc", where)
+        tp = _count(row, "tp", where)
+        ep = _count(row, "ep", where) if "ep" in row and not pd.isna(row["ep"]) else 1
         dpa = tp if "dp_attention" in row and _flag(row["dp_attention"]) else 1
         sets = [f"model.name={model}",
                 f"model.weight_dtype={_weight_dtype(str(row['precision']), gpu, where)}",
@@ -109,10 +124,11 @@ def read_ladders(csv_path: str | Path, trace: str | None = None) -> list[Rung]:
             sets.append(f"workload.trace={trace}")
         label = f"{model} {row['precision']} {tp}x{gpu} {engine} {version}".strip()
         hit = row.get("server_gpu_cache_hit_rate", float("nan"))
-        measured = {"prefix_hit_rate": float(hit) if not pd.isna(hit) else math.nan,
-                    "output_tok_s": float(row["output_tput_tps"]),
-                    "ttft_mean_s": float(row["mean_ttft"]),
-                    "ttft_p90_s": float(row["p90_ttft"])}
+        measured = {"prefix_hit_rate": _number(row, "server_gpu_cache_hit_rate", where)
+                    if not pd.isna(hit) else math.nan,
+                    "output_tok_s": _number(row, "output_tput_tps", where),
+                    "ttft_mean_s": _number(row, "mean_ttft", where),
+                    "ttft_p90_s": _number(row, "p90_ttft", where)}
         rungs.append(Rung(label, conc, tuple(sets), measured))
     return rungs
 
