@@ -149,6 +149,12 @@ class EngineSpec:
     # The decode tokens that allocation keeps free per request the decode instance holds
     # (SGLang's num_reserved_decode_tokens).
     disagg_prealloc_reserved_tokens: int = attrs.field(default=512, metadata=at_least(0))
+    # How a prompt's KV crosses to the decode instance (engines.md 6): ``streamed`` = the
+    # prefill instance sends each prefill chunk's KV as the chunk completes (SGLang's
+    # send_kv_chunk), so only the last chunk's is exposed after the prefill; ``whole`` = the
+    # decode instance pulls it after the prefill, only the full blocks its own prefix cache
+    # lacks (vLLM's NIXL get_num_new_matched_tokens; ATOM's RDMA reads).
+    disagg_transfer: str = attrs.field(default="whole", metadata=choices("whole", "streamed"))
     dp_attention_splits_chunk: bool = False
     dp_attention_reserve_scale: float = attrs.field(default=1.0, metadata=above(0))
     reserve_output_on_admission: bool = False
@@ -307,8 +313,8 @@ class TopologySpec:
     rank_router: str = attrs.field(default="engine", metadata=choices("engine", *ROUTERS))
     prefill: PoolSpec = attrs.field(factory=PoolSpec)
     decode: PoolSpec = attrs.field(factory=PoolSpec)
-    # The prefill -> decode KV link: aggregate GB/s between a prefill and a decode instance,
-    # and the fixed latency of one transfer.
+    # The prefill -> decode KV link: GB/s of each prefill instance's NICs, shared by the
+    # transfers in flight from it (serve/kv_link.py), and the fixed latency of one transfer.
     link_bandwidth_gbs: float = attrs.field(default=100.0, metadata=above(0))
     link_latency_us: float = attrs.field(default=50.0, metadata=at_least(0))
     def __attrs_post_init__(self) -> None:

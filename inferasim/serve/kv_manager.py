@@ -31,6 +31,8 @@ class KVManager:
         self.prefix_caching = prefix_caching
         self.window = window_tokens
         self.counter = counter if counter is not None else PrefixCounter()
+        self.held = 0  # finished requests whose KV stays pinned for a transfer (holds_kv)
+        self._prealloc_clock = None
 
     def refusal(self, tokens: int, pool: str = "pool") -> str:
         """Why a request of ``tokens`` context can never be admitted into this pool."""
@@ -72,16 +74,30 @@ class KVManager:
         """Tokens an admission may use: free plus what eviction could free."""
         return self.pool.free + self.cache.evictable_tokens
 
+    def match_on_preallocate(self, clock) -> None:
+        """Preallocation first matches the request's prefix in this cache at ``clock()`` and
+        allocates only the rest: a vLLM decode instance counts its own hits before it pulls
+        the remainder (get_num_new_matched_tokens, engines.md 6)."""
+        self._prealloc_clock = clock
+
     def preallocate(self, req: LiveRequest, keep_free: float) -> bool:
         """Allocate the whole prompt's pages ahead of its KV (a disaggregated decode instance's
-        preallocation) when ``keep_free`` tokens stay available beside them."""
-        pages = self.pages(req.spec.prompt_tokens)
+        preallocation) when ``keep_free`` tokens stay available beside them; with
+        ``match_on_preallocate``, the cached prefix is locked (``req.tree_tokens``) and only
+        the uncached tail allocated."""
+        node, hit = self.cache.root, 0
+        if self._prealloc_clock is not None and self.prefix_caching:
+            match = self.cache.match_prefix(req.match_keys, self._prealloc_clock(),
+                                            self._matchable_blocks(req))
+            node, hit = match.node, match.tokens
+        self.cache.lock(node)
+        pages = self.pages(req.spec.prompt_tokens - hit)
         held = pages + self.window
         if held + keep_free > self.available or not self.cache.make_room(held):
+            self.cache.unlock(node, released=False)
             return False
-        self.cache.lock(self.cache.root)
         self.pool.alloc_private(held)
-        req.private, req.node, req.tree_tokens, req.computed = pages, self.cache.root, 0, 0
+        req.private, req.node, req.tree_tokens, req.computed = pages, node, hit, 0
         req.window = self.window
         req.preallocated = True
         return True
@@ -180,6 +196,8 @@ class KVManager:
         """The full blocks of the first ``computed`` tokens of an unfinished prompt become
         cached (still pinned while the request runs): vLLM registers blocks as they fill,
         SGLang inserts each chunk, so a request admitted meanwhile hits them. Idempotent."""
+        if req.on_chunk is not None:
+            req.on_chunk(computed, now)
         if self.prefix_caching:
             keys = req.match_keys
             self._cache_blocks(req, keys[:min(len(keys), int(computed) // self.bt)], now)
@@ -190,10 +208,25 @@ class KVManager:
             self._cache_blocks(req, req.spec.keys, now)
 
     def finish(self, req: LiveRequest, now: float) -> None:
-        """Cache prompt + output blocks the next turn can reuse, unpin, free the rest."""
+        """Cache prompt + output blocks the next turn can reuse, unpin, free the rest; a
+        request that ``holds_kv`` keeps everything pinned until ``release_held``."""
         if self.prefix_caching and req.spec.finish_keys is not None:
             self._cache_blocks(req, req.spec.finish_keys, now)
+        if req.holds_kv:
+            # a prefill instance's finished request whose KV is still being read: neither
+            # evictable nor free until the transfer ends (engines.md 6)
+            req.kv_held = True
+            self.held += 1
+            return
         self.release(req)
+
+    def release_held(self, req: LiveRequest) -> None:
+        """The transfer of a held request's KV ended: its cached blocks become evictable,
+        the rest free, as its finish would have left them."""
+        if req.kv_held:
+            req.kv_held = False
+            self.held -= 1
+            self.release(req)
 
     def keep_computed(self, req: LiveRequest, tokens: float, now: float) -> None:
         """Cache the full blocks of the first ``tokens`` tokens the request has computed

@@ -46,6 +46,14 @@ class LiveRequest:
     prefilled: bool = False
     # Its prompt KV was allocated on the decode instance before its prefill (SGLang PD).
     preallocated: bool = False
+    # A prefill instance's request whose KV a decode instance still has to receive: its
+    # finish keeps the prompt's blocks pinned until the frontend releases them after the
+    # transfer (vLLM's delay_free_blocks, SGLang's inflight queue; engines.md 6).
+    holds_kv: bool = False
+    kv_held: bool = False      # ...and it has finished: its blocks are pinned for the transfer
+    # Called as on_chunk(computed_tokens, time) when a prompt chunk that does not finish the
+    # prompt completes (KVManager.chunk_done): SGLang's prefill sends each chunk's KV then.
+    on_chunk: object = None
     prefill_admitted: float = NAN
     prefill_done: float = NAN
     transfer_done: float = NAN

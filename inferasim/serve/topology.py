@@ -16,6 +16,7 @@ from inferasim.config.loader import rank_scenario
 from inferasim.config.scenario import Scenario
 from inferasim.serve.engine import EngineInstance
 from inferasim.serve.engine_policy import PrefixCounter
+from inferasim.serve.kv_link import ChunkStream, KVLink
 from inferasim.serve.kv_manager import KVManager
 from inferasim.serve.live import LiveRequest
 from inferasim.serve.lockstep import LockstepGroup
@@ -83,46 +84,120 @@ def _instance(env: simpy.Environment, scenario: Scenario, knobs: Knobs, block_to
 
 
 def _pool(env, scenario, knobs, block_tokens, make_oracle, count: int, router: str,
-          first_index: int) -> tuple[Router, list[EngineInstance]]:
-    targets, engines = [], []
+          first_index: int, configure=None) -> tuple[Router, list[EngineInstance], list[list]]:
+    """``count`` instances behind a router; also each instance's ranks (its engines).
+    ``configure(kv)`` adjusts each rank's KV manager (a disaggregated pool's role)."""
+    targets, engines, instances = [], [], []
     for _ in range(count):
         target, ranks = _instance(env, scenario, knobs, block_tokens, make_oracle,
                                   first_index + len(engines))
+        if configure is not None:
+            for rank in ranks:
+                configure(rank.kv)
         targets.append(target)
         engines.extend(ranks)
-    return Router(targets, router), engines
+        instances.append(ranks)
+    return Router(targets, router), engines, instances
 
 
 class DisaggregatedFrontend:
     """Prefill on the prefill pool, KV over the link, decode on the decode pool.
 
-    The prefill instance computes the prompt and samples the first token; the whole prompt's
-    KV (one copy of every layer's cache, as SGLang sends it) then crosses the link in
-    ``latency + bytes / bandwidth``; the decode instance admits the request with its KV
-    already resident and decodes the rest. The client reads the stream from the decode
-    instance (SGLang's router, vLLM's proxy), so its first token arrives when the decode
-    instance admits the request: TTFT = queue + prefill + KV transfer + decode admission
-    (engines.md 6). Where the decode engine preallocates (SGLang), the request first waits on
-    the decode instance it is routed to for its prompt's pages, then goes to prefill: a full
+    The prefill instance computes the prompt and samples the first token; the prompt's KV
+    (one copy of every layer's cache) crosses its prefill instance's ``KVLink``, shared with
+    every other transfer in flight from that instance; the decode instance admits the
+    request with its KV resident and decodes the rest. The client reads the stream from the
+    decode instance (SGLang's router, vLLM's proxy), so its first token arrives when the
+    decode instance admits the request: TTFT = queue + prefill + KV transfer + decode
+    admission (engines.md 6).
+
+    How the KV crosses is the engine's (``engine.disagg_transfer``, engines.md 6):
+    ``streamed`` (SGLang): each prefill chunk's KV is sent as the chunk completes, the last
+    chunk's after the prefill; ``whole`` (vLLM's NIXL pull, ATOM): after the prefill the
+    decode instance allocates the prompt's pages, matching its own prefix cache first, and
+    pulls the full blocks it lacks (``floor(prompt / block) x block - local hits``; the
+    partial last block is computed on the decode side, a sub-block prefill not charged).
+    Either way the prefill instance keeps the prompt's blocks pinned until the transfer
+    ends (vLLM's delay_free_blocks, SGLang's inflight queue), then caches them as a finish
+    does. Where the decode engine preallocates (SGLang), the request first waits on the
+    decode instance it is routed to for its prompt's pages, then goes to prefill: a full
     decode pool holds requests ahead of their prefill, and the prefill does not run ahead of
     the decode side."""
 
     def __init__(self, env: simpy.Environment, prefill: Router, decode: Router,
-                 kv_bytes_per_token: float, link_bytes_per_s: float, link_latency_s: float,
+                 prefill_engines: list[EngineInstance], links: list[KVLink],
+                 kv_bytes_per_token: float, transfer: str = "whole", stream_page: int = 1,
                  decode_preallocates: bool = False):
+        """``links[i]``: the link prefill engine ``i`` (by ``EngineInstance.index``) sends
+        through; the ranks of one instance share one."""
         self.env = env
         self.decode_preallocates = decode_preallocates
         self.prefill = prefill
         self.decode = decode
+        self.prefill_engines = prefill_engines
+        self.links = links
         self.kv_bytes_per_token = kv_bytes_per_token
-        self.link_bytes_per_s = link_bytes_per_s
-        self.link_latency_s = link_latency_s
+        self.streamed = transfer == "streamed"
+        self.stream_page = stream_page
+        # per prefill engine: fires at the next release of a held request's KV there
+        self._released: dict[int, simpy.Event] = {}
 
     def transfer_seconds(self, prompt_tokens: int) -> float:
-        return self.link_latency_s + prompt_tokens * self.kv_bytes_per_token / self.link_bytes_per_s
+        """A whole prompt's KV over an idle link."""
+        return self.links[0].seconds_alone(prompt_tokens * self.kv_bytes_per_token)
 
     def submit(self, req: LiveRequest) -> None:
         self.env.process(self._flow(req))
+
+    def _prefill_request(self, req: LiveRequest, stream: ChunkStream | None) -> LiveRequest:
+        """The prefill instance's one-token request; it holds its KV when a decode side
+        will receive it, and streams its chunks under ``streamed``."""
+        first = LiveRequest(req.rid, attrs.evolve(req.spec, output_tokens=1, finish_keys=None),
+                            req.arrival, self.env.event())
+        first.holds_kv = req.spec.output_tokens > 1
+        if stream is not None:
+            links = self.links
+
+            def chunk_done(computed: float, _at: float) -> None:
+                # the prefill pool runs step by step under ``streamed``, so a chunk's end is
+                # the clock's now (build_topology)
+                stream.send_upto(links[first.instance], int(computed))
+
+            first.on_chunk = chunk_done
+        return first
+
+    def _release(self, engine: EngineInstance, first: LiveRequest) -> None:
+        """The prefill instance frees the held KV into its cache (after the decode side's
+        read); requests its empty pool refused meanwhile try again."""
+        engine.kv.release_held(first)
+        waiting = self._released.pop(engine.index, None)
+        if waiting is not None:
+            waiting.succeed()
+
+    def _prefill(self, req: LiveRequest, stream: ChunkStream | None):
+        """Prefill ``req``'s prompt; returns the prefill instance's request and engine.
+
+        An engine refuses the head of its queue when nothing runs and it does not fit;
+        with a pool held by finished requests awaiting their transfers that is a wait, not
+        a refusal (the real engine keeps the request queued): it is sent again to the same
+        instance at that instance's next release."""
+        target = None
+        lookups = hits = preemptions = 0
+        while True:
+            first = self._prefill_request(req, stream)
+            (self.prefill if target is None else target).submit(first)
+            yield first.done
+            target = self.prefill_engines[first.instance]
+            lookups += first.lookup_tokens
+            hits += first.lookup_hit_tokens
+            preemptions += first.preemptions
+            if not (first.failed and target.kv.held):
+                break
+            if target.index not in self._released:
+                self._released[target.index] = self.env.event()
+            yield self._released[target.index]
+        first.lookup_tokens, first.lookup_hit_tokens, first.preemptions = lookups, hits, preemptions
+        return first, target
 
     def _flow(self, req: LiveRequest):
         env = self.env
@@ -134,11 +209,9 @@ class DisaggregatedFrontend:
             if req.failed:
                 req.done.succeed(req)
                 return
-        first = LiveRequest(req.rid, attrs.evolve(req.spec, output_tokens=1, finish_keys=None),
-                            req.arrival,
-                            env.event())
-        self.prefill.submit(first)
-        yield first.done
+        stream = ChunkStream(self.kv_bytes_per_token, self.stream_page) if self.streamed \
+            else None
+        first, engine = yield from self._prefill(req, stream)
         req.prefill_admitted = first.admitted
         req.prefill_done = first.first_token
         req.cached_first = first.cached_first
@@ -159,21 +232,47 @@ class DisaggregatedFrontend:
             req.finish = first.finish
             req.done.succeed(req)
             return
-        yield env.timeout(self.transfer_seconds(req.spec.prompt_tokens))
+        link = self.links[first.instance]
+        if stream is not None:
+            # the last chunk's KV (with the first token) after the prefill; the earlier
+            # chunks' went as they completed and may still be crossing
+            stream.send_upto(link, req.spec.prompt_tokens, last=True)
+            yield env.all_of(stream.transfers)
+        elif decoder is not None:
+            # pages preallocated ahead of the prefill: the whole prompt crosses
+            yield link.transfer(req.spec.prompt_tokens * self.kv_bytes_per_token)
+        else:
+            # vLLM: the decode instance allocates the prompt's pages when its scheduler first
+            # looks at the request, counting its own cached prefix, then pulls the rest
+            decoder = self.decode.choose(req)
+            yield decoder.preallocate(req)
+            if req.failed:
+                self._release(engine, first)
+                req.done.succeed(req)
+                return
+            yield link.transfer(self.remote_tokens(req, decoder) * self.kv_bytes_per_token)
         req.transfer_done = env.now
+        self._release(engine, first)
         req.prefilled = True
         if decoder is not None:
             decoder.submit(req)
         else:
             self.decode.submit(req)
 
+    @staticmethod
+    def remote_tokens(req: LiveRequest, decoder: EngineInstance) -> int:
+        """Prompt tokens a pulling decode instance reads: its full blocks less those its own
+        cache matched at allocation (vLLM's get_num_new_matched_tokens, engines.md 6)."""
+        bt = decoder.kv.bt
+        return max(0, req.spec.prompt_tokens // bt * bt - req.tree_tokens)
+
 
 def build_topology(env: simpy.Environment, scenario: Scenario, knobs: Knobs, block_tokens: int,
                    make_oracle: OracleFactory) -> Topology:
     topo = scenario.topology
     if topo.kind == "colocated":
-        router, engines = _pool(env, scenario, knobs, block_tokens, make_oracle,
-                                topo.instances, topo.router, 0)
+        router, engines, _ = _pool(env, scenario, knobs, block_tokens, make_oracle,
+                                   topo.instances, topo.router, 0)
         if len(engines) == 1 and engines[0].process is not None:
             engines[0].solo = True
         return Topology(router, engines, memory_plan(scenario).kv_pool_tokens,
@@ -182,14 +281,33 @@ def build_topology(env: simpy.Environment, scenario: Scenario, knobs: Knobs, blo
 
     pre_sc = pool_scenario(scenario, "prefill")
     dec_sc = pool_scenario(scenario, "decode")
-    pre, pre_eng = _pool(env, pre_sc, knobs, block_tokens, make_oracle,
-                         topo.prefill.instances, topo.router, 0)
-    dec, dec_eng = _pool(env, dec_sc, knobs, block_tokens, make_oracle,
-                         topo.decode.instances, topo.router, len(pre_eng))
+    transfer = pre_sc.engine.disagg_transfer
+    if transfer == "streamed":
+        # every chunk's end on the clock, where its KV starts across the link: a chunk
+        # macro-step would report its chunks at its end (a prefill instance never decodes,
+        # so these are the only macro-steps it gives up)
+        pre_sc = attrs.evolve(pre_sc, sim=attrs.evolve(pre_sc.sim, exact_steps=True))
+    pre, pre_eng, pre_instances = _pool(env, pre_sc, knobs, block_tokens, make_oracle,
+                                        topo.prefill.instances, topo.router, 0)
+    pulls = transfer == "whole" and not dec_sc.engine.disagg_decode_preallocates
+
+    def decode_kv(kv: KVManager) -> None:
+        if pulls:
+            kv.match_on_preallocate(lambda: env.now)
+
+    dec, dec_eng, _ = _pool(env, dec_sc, knobs, block_tokens, make_oracle,
+                            topo.decode.instances, topo.router, len(pre_eng), decode_kv)
     kind = attention_for(scenario.model)
     kv_bytes = kind.kv_bytes_per_token(pre_sc.kv_dtype, attn_tp=1, dcp=1, latent_sharded=False)
-    front = DisaggregatedFrontend(env, pre, dec, kv_bytes, topo.link_bandwidth_gbs * 1e9,
-                                  topo.link_latency_us * 1e-6,
+    # one link per prefill instance: its GPUs send through their own NICs, so transfers
+    # from one prefill instance share its bandwidth and instances do not share theirs
+    links: list[KVLink] = []
+    for i, ranks in enumerate(pre_instances):
+        link = KVLink(env, topo.link_bandwidth_gbs * 1e9, topo.link_latency_us * 1e-6,
+                      name=f"prefill{i}")
+        links.extend(link for _ in ranks)
+    front = DisaggregatedFrontend(env, pre, dec, pre_eng, links, kv_bytes, transfer,
+                                  pre_sc.engine.page_size,
                                   dec_sc.engine.disagg_decode_preallocates)
     return Topology(front, pre_eng + dec_eng, memory_plan(dec_sc).kv_pool_tokens,
                     scenario.model.max_context,
