@@ -66,6 +66,17 @@ class EngineSpec:
     # step's tokens as they are scheduled; admission only checks that free blocks cover the
     # whole sequence from 0.19, the first chunk before; engines.md 3.1).
     kv_allocation: str = attrs.field(default="admission", metadata=choices("admission", "per-step"))
+    # A KV tier in host memory behind the GPU pool (serve/offload.py, docs/engines.md "KV
+    # offload"): lmcache (vLLM + LMCache), hicache (SGLang HiCache), vllm-native (vLLM's
+    # OffloadingConnector); none by default.
+    kv_offload: str = attrs.field(default="none",
+                                  metadata=choices("none", "lmcache", "hicache", "vllm-native"))
+    # Host memory the tier may hold per instance, GiB (LMCache's max_local_cpu_size summed
+    # over ranks; HiCache's --hicache-size); None = twice the instance's GPU KV pool
+    # (HiCache's default --hicache-ratio 2).
+    offload_host_gib: float | None = attrs.field(default=None, metadata=above(0))
+    # The tier's unit: LMCache stores and matches whole chunks of 256 tokens (chunk_size).
+    offload_chunk_tokens: int = attrs.field(default=256, metadata=at_least(1))
     # A preempted request's computed blocks (prompt and decode) stay cached, so recomputing it
     # matches them (vLLM hashes blocks as they fill); otherwise only what the prompt's
     # completion cached stays (SGLang frees decode tokens uninserted).

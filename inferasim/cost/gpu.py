@@ -46,6 +46,9 @@ class GpuSpec:
     # kernel, more for an unfused one (Torch on gfx942).
     sparse_indexer_cost_scale: float = 1.0
     l2_bytes: float = 0.0
+    # GPU <-> host memory, bytes/s one way per GPU (the host link a KV offload tier reloads
+    # over: PCIe Gen5 x16 on most parts, NVLink-C2C to Grace on GB200); 0 = not known.
+    host_link_bw_per_dir: float = 0.0
 
     def peak_flops(self, dtype: str) -> float:
         if dtype in ("mxfp4", "nvfp4", "fp4") and self.fp4_flops:

@@ -217,6 +217,7 @@ class EngineInstance(EngineCore):
                 yield from self._chunk_macro(step, k)
             else:
                 seconds = self.oracle.step_seconds(self.batch(step))
+                seconds += self.reload_stall(step, seconds)
                 if not self.exact and self.solo and self._settles(step):
                     if (yield from self._step_then_decode(step, seconds)):
                         yield from self._decode_on()
@@ -387,6 +388,8 @@ class EngineInstance(EngineCore):
                               decode_context=dec.context_after(j) if decodes else _EMPTY,
                               width=self.width)
             times[j] = self.oracle.step_seconds(batch)
+        times[0] += self.reload_stall(step, float(times[0]))
+        req.reload_pending = 0
         t0 = env.now
         ends = step_ends(t0, times)
         self._plan = (ends, k) if decodes else None

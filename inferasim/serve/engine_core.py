@@ -212,6 +212,20 @@ class EngineCore:
             width=self.width,
         )
 
+    def reload_stall(self, step: Step, compute_s: float) -> float:
+        """Seconds the step waits, beyond its ``compute_s``, for KV a host tier reloads for
+        the requests it prefills first: all of it when the load precedes the forward
+        (LMCache), what exceeds the step's compute when it is overlapped layer by layer or
+        asynchronous (HiCache, vLLM's offloading connector)."""
+        tier = self.kv.tier
+        if tier is None or not step.prefills:
+            return 0.0
+        tokens = sum(r.reload_pending for r, _ in step.prefills)
+        if not tokens:
+            return 0.0
+        load = tier.reload_seconds(tokens)
+        return load if tier.policy.reload == "in-step" else max(0.0, load - compute_s)
+
     def apply_step(self, step: Step, seconds: float, now: float) -> None:
         """Account a step that ended ``now``: chunks computed, tokens generated, requests
         done."""
@@ -227,6 +241,7 @@ class EngineCore:
         # token in it and joins the set after them, to decode from the next step on.
         decoders = len(self.decoding)
         for req, chunk in step.prefills:
+            req.reload_pending = 0
             req.computed += chunk
             if req.computed >= req.target:
                 self.prompt_done(req, now)

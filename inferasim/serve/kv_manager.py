@@ -32,6 +32,7 @@ class KVManager:
         self.window = window_tokens
         self.counter = counter if counter is not None else PrefixCounter()
         self.held = 0  # finished requests whose KV stays pinned for a transfer (holds_kv)
+        self.tier = None  # a host KV tier behind the pool (serve/offload.HostTier), if any
         self._prealloc_clock = None
 
     def refusal(self, tokens: int, pool: str = "pool") -> str:
@@ -123,8 +124,13 @@ class KVManager:
             node, hit = self.cache.root, 0
         self.cache.lock(node)
         tail = self.pages(req.target - hit)
+        tier = self.tier
+        host = 0  # prompt tokens the host tier holds beyond the GPU's hit: loaded, not computed
+        if tier is not None and not req.prefilled:
+            host = tier.peek(req.match_keys, hit // self.bt, self._matchable_blocks(req))
+            host *= self.bt
         if first_chunk is not None and not req.prefilled:
-            first = self.pages(min(req.target - hit, first_chunk))
+            first = self.pages(min(req.target - hit, host + first_chunk))
             gate = (tail if gate_whole else first) + self.window
             tail = first
         else:
@@ -141,6 +147,13 @@ class KVManager:
         self.pool.alloc_private(held)
         req.private, req.node, req.tree_tokens, req.computed = tail, node, hit, hit
         req.window = self.window
+        if tier is not None and not req.prefilled:
+            tier.lookup(req.match_keys, hit // self.bt, self._matchable_blocks(req), now)
+            if host:
+                tier.count_reload(host)
+                req.computed = hit + host
+                req.reload_tokens += host
+                req.reload_pending = host
         if req.prefilled:
             req.computed = req.target  # the transferred KV lands in the allocated pages
         if req.cached_first < 0:
@@ -186,11 +199,17 @@ class KVManager:
         if len(keys) <= cached:
             return
         result = self.cache.insert(keys, now, cached_blocks=cached)
+        self._offload(keys, now, "cached")  # HiCache writes through what the tree caches
         req.private -= (len(keys) - cached) * self.bt
         self.cache.lock(result.node)
         self.cache.unlock(req.node)
         req.node = result.node
         req.tree_tokens = len(keys) * self.bt
+
+    def _offload(self, keys, now: float, writes: str) -> None:
+        """Write ``keys`` to the host tier when its policy writes on this event."""
+        if self.tier is not None and self.tier.policy.writes == writes:
+            self.tier.write(keys, now)
 
     def chunk_done(self, req: LiveRequest, computed: float, now: float) -> None:
         """The full blocks of the first ``computed`` tokens of an unfinished prompt become
@@ -198,14 +217,17 @@ class KVManager:
         SGLang inserts each chunk, so a request admitted meanwhile hits them. Idempotent."""
         if req.on_chunk is not None:
             req.on_chunk(computed, now)
+        keys = req.match_keys
+        done = keys[:min(len(keys), int(computed) // self.bt)]
         if self.prefix_caching:
-            keys = req.match_keys
-            self._cache_blocks(req, keys[:min(len(keys), int(computed) // self.bt)], now)
+            self._cache_blocks(req, done, now)
+        self._offload(done, now, "computed")  # LMCache stores each chunk as it is computed
 
     def prompt_done(self, req: LiveRequest, now: float) -> None:
         """The prompt's full blocks become cached (still pinned while the request runs)."""
         if self.prefix_caching:
             self._cache_blocks(req, req.spec.keys, now)
+        self._offload(req.spec.keys, now, "computed")
 
     def finish(self, req: LiveRequest, now: float) -> None:
         """Cache prompt + output blocks the next turn can reuse, unpin, free the rest; a

@@ -54,6 +54,10 @@ class LiveRequest:
     # Called as on_chunk(computed_tokens, time) when a prompt chunk that does not finish the
     # prompt completes (KVManager.chunk_done): SGLang's prefill sends each chunk's KV then.
     on_chunk: object = None
+    # Prompt tokens a host KV tier served at admission (loaded, not computed), and how many
+    # of them the engine still has to wait for in the step that first prefills the request
+    reload_tokens: int = 0
+    reload_pending: int = 0
     prefill_admitted: float = NAN
     prefill_done: float = NAN
     transfer_done: float = NAN

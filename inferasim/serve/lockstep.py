@@ -64,6 +64,9 @@ class LockstepGroup:
             batches = [rank.batch(s) if s is not None else StepBatch(width=rank.width)
                        for rank, s in zip(self.ranks, steps, strict=True)]
             seconds = self.oracle.step_group_seconds(batches)
+            # the group waits for the rank whose host-tier reload takes longest
+            seconds += max((rank.reload_stall(s, seconds) for rank, s in
+                            zip(self.ranks, steps, strict=True) if s is not None), default=0.0)
             yield env.timeout(seconds)
             self.steps += 1
             for rank, s in zip(self.ranks, steps, strict=True):

@@ -224,6 +224,9 @@ class RadixCache:
         self._protected = 0
         self._orphan_tokens = 0
         self._releases = 0  # the block-pool order's clock
+        # Called with the keys from the root through blocks about to be evicted (a host tier
+        # that writes back what the GPU cache gives up); None = nobody listens.
+        self.on_evict = None
 
     # ---- sizes -------------------------------------------------------------------------
 
@@ -385,6 +388,8 @@ class RadixCache:
             if node is None:
                 break
             take = node.blocks if self.policy.whole_leaf else min(node.blocks, need - freed)
+            if self.on_evict is not None:
+                self.on_evict(self.path_keys(node))
             if take < node.blocks and self.policy.evicts_tail:
                 self._trim_leaf(node, take)  # still the top candidate, its entry still valid
                 freed += take

@@ -11,6 +11,7 @@ import simpy
 
 from inferasim.arch.attention import attention_for
 from inferasim.arch.memory import memory_plan
+from inferasim.config.errors import ConfigError
 from inferasim.config.knobs import Knobs
 from inferasim.config.loader import rank_scenario
 from inferasim.config.scenario import Scenario
@@ -20,6 +21,7 @@ from inferasim.serve.kv_link import ChunkStream, KVLink
 from inferasim.serve.kv_manager import KVManager
 from inferasim.serve.live import LiveRequest
 from inferasim.serve.lockstep import LockstepGroup
+from inferasim.serve.offload import HostTier, OffloadPolicy
 from inferasim.serve.router import Router
 
 OracleFactory = Callable[[Scenario, bool], object]
@@ -55,6 +57,33 @@ class Topology:
         self.frontend.submit(req)
 
 
+def attach_host_tier(env: simpy.Environment, scenario: Scenario, kv: KVManager, plan,
+                     block_tokens: int) -> HostTier:
+    """A host KV tier behind ``kv``'s pool (``engine.kv_offload``): its capacity from
+    ``engine.offload_host_gib`` over the instance's attention-DP ranks (default: twice the
+    GPU pool, HiCache's ratio 2), each token's distinct KV stored once; a reload moves each
+    GPU's shard over its own host link (``gpu.host_link_bw_per_dir``)."""
+    eng, gpu = scenario.engine, scenario.gpu
+    if gpu.host_link_bw_per_dir <= 0:
+        raise ConfigError(f"{gpu.name} records no host link (gpu.host_link_bw_per_dir), which "
+                          "a host KV tier reloads over", key="engine.kv_offload")
+    kind = attention_for(scenario.model)
+    distinct = kind.kv_bytes_per_token(scenario.kv_dtype, attn_tp=1, dcp=1,
+                                       latent_sharded=False)
+    if eng.offload_host_gib is None:
+        capacity = 2 * plan.kv_pool_tokens
+    else:
+        per_rank = eng.offload_host_gib * 2**30 / scenario.parallel.dp_attention
+        capacity = int(per_rank // distinct)
+    policy = OffloadPolicy.named(eng.kv_offload, eng.offload_chunk_tokens)
+    tier = HostTier(policy, capacity, block_tokens, bytes_per_token=plan.kv_bytes_per_token,
+                    link_bytes_per_s=gpu.host_link_bw_per_dir)
+    kv.tier = tier
+    if policy.writes == "evicted":
+        kv.cache.on_evict = lambda keys: tier.write(keys, env.now)
+    return tier
+
+
 def _instance(env: simpy.Environment, scenario: Scenario, knobs: Knobs, block_tokens: int,
               make_oracle: OracleFactory, first_index: int) -> tuple[object, list]:
     """One engine instance; with attention-DP, one scheduler + pool + cache per rank."""
@@ -63,9 +92,13 @@ def _instance(env: simpy.Environment, scenario: Scenario, knobs: Knobs, block_to
     dp = scenario.parallel.dp_attention
 
     def kv() -> KVManager:
-        return KVManager(plan.kv_pool_tokens, eng.page_size, block_tokens, eng.eviction_policy,
-                         eng.prefix_caching, window_tokens=plan.kv_window_pool_tokens,
-                         counter=PrefixCounter.for_engine(eng))
+        manager = KVManager(plan.kv_pool_tokens, eng.page_size, block_tokens,
+                            eng.eviction_policy, eng.prefix_caching,
+                            window_tokens=plan.kv_window_pool_tokens,
+                            counter=PrefixCounter.for_engine(eng))
+        if eng.kv_offload != "none":
+            attach_host_tier(env, scenario, manager, plan, block_tokens)
+        return manager
 
     if dp == 1:
         engine = EngineInstance(env, scenario, make_oracle(scenario, False), kv(), first_index)

@@ -1,0 +1,139 @@
+"""The host tier behind the GPU pool: its invariants (property tests) and its policies."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from inferasim.serve.offload import HostTier, OffloadPolicy
+
+BT = 16
+
+
+def tier(capacity_blocks=64, chunk_tokens=BT, name="lmcache"):
+    return HostTier(OffloadPolicy.named(name, chunk_tokens), capacity_blocks * BT, BT,
+                    bytes_per_token=1000.0, link_bytes_per_s=1e9, latency_s=1e-4)
+
+
+def chain(session, n):
+    return np.arange(session * 1000, session * 1000 + n, dtype=np.int64)
+
+
+ops = st.lists(st.tuples(st.sampled_from(["write", "lookup"]), st.integers(0, 5),
+                         st.integers(1, 40), st.integers(0, 40)), min_size=5, max_size=60)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(ops, st.integers(4, 80), st.sampled_from([BT, 4 * BT]))
+def test_the_tier_holds_each_block_once_within_capacity_and_serves_only_what_was_written(
+        steps, capacity_blocks, chunk_tokens):
+    t = tier(capacity_blocks, chunk_tokens)
+    written: set[tuple] = set()  # every prefix of every chain written
+    for now, (op, session, n, gpu_hit) in enumerate(steps):
+        keys = chain(session, n)
+        if op == "write":
+            if t.write(keys, float(now)):
+                m = t._whole_chunks(n)
+                written.update(tuple(keys[:i]) for i in range(1, m + 1))
+        else:
+            hit = min(gpu_hit, n)
+            extra = t.lookup(keys, hit, n, float(now))
+            assert 0 <= extra <= n - hit
+            if extra:
+                assert tuple(keys[:hit + extra]) in written, "reloaded what was never written"
+        t.check()  # a block is in one place: the radix tree's invariants, the pool's count
+        assert t.pool.used <= t.pool.capacity
+        assert t.pool.tree == t.cache.cached_tokens
+
+
+def test_only_whole_chunks_are_stored_and_served():
+    t = tier(capacity_blocks=64, chunk_tokens=4 * BT)
+    assert t.write(chain(1, 10), 0.0) == 8 * BT  # two chunks of four blocks; two left over
+    assert t.lookup(chain(1, 10), 0, 10, 1.0) == 8
+    assert t.lookup(chain(1, 10), 5, 10, 1.0) == 3  # beyond the GPU's five blocks
+
+
+def test_a_full_tier_evicts_its_least_recently_used_chain_for_a_new_one():
+    t = tier(capacity_blocks=8)
+    t.write(chain(1, 4), 0.0)
+    t.write(chain(2, 4), 1.0)
+    t.lookup(chain(1, 4), 0, 4, 2.0)   # chain 1 used again
+    t.write(chain(3, 4), 3.0)          # evicts chain 2, the least recently used
+    assert t.lookup(chain(2, 4), 0, 4, 4.0) == 0
+    assert t.lookup(chain(1, 4), 0, 4, 4.0) == 4
+    assert t.stats.written_tokens == 12 * BT
+
+
+def test_a_reload_costs_its_bytes_over_one_gpus_link():
+    t = tier()
+    assert t.reload_seconds(0) == 0.0
+    assert t.reload_seconds(1000) == pytest.approx(1e-4 + 1000 * 1000.0 / 1e9)
+
+
+@pytest.mark.parametrize("name, writes, reload", [("lmcache", "computed", "in-step"),
+                                                  ("hicache", "cached", "overlapped"),
+                                                  ("vllm-native", "evicted", "async")])
+def test_each_offload_policy_writes_and_reloads_as_its_engine_does(name, writes, reload):
+    policy = OffloadPolicy.named(name, 256)
+    assert (policy.writes, policy.reload) == (writes, reload)
+
+
+def test_an_unknown_offload_is_refused():
+    with pytest.raises(ValueError, match="unknown kv_offload"):
+        OffloadPolicy.named("tape", 256)
+
+
+# ---- in the replay ------------------------------------------------------------------------
+
+def _agentic(*sets):
+    from inferasim.config.loader import load_scenario
+
+    return load_scenario("scenarios/agentic-quickstart.yaml",
+                         ["workload.duration_s=600", "workload.concurrency=8",
+                          "engine.max_num_seqs=8", "engine.kv_pool_tokens=200000", *sets])
+
+
+@pytest.mark.parametrize("offload", ["lmcache", "hicache", "vllm-native"])
+def test_macro_steps_equal_exact_steps_with_a_host_tier(offload):
+    from inferasim.report.run_report import replay_summary
+    from inferasim.serve.simulation import simulate
+
+    common = [f"engine.kv_offload={offload}", "engine.offload_host_gib=200"]
+    exact = simulate(_agentic(*common, "sim.exact_steps=true"))
+    macro = simulate(_agentic(*common))
+    fa, _ = replay_summary(exact)
+    fb, _ = replay_summary(macro)
+    for col in ("admitted_s", "first_token_s", "finish_s"):
+        np.testing.assert_allclose(fb[col], fa[col], rtol=1e-9)
+    tier = macro.engines[0].kv.tier
+    assert tier.stats.hit_tokens > 0 and tier.stats.written_tokens > 0
+    tier.check()
+
+
+def test_a_host_tier_serves_what_the_gpu_pool_lost_and_the_replay_gains():
+    from inferasim.report.run_report import replay_summary
+    from inferasim.serve.simulation import simulate
+
+    small = ["engine.kv_pool_tokens=120000"]
+    _, base = replay_summary(simulate(_agentic(*small)))
+    result = simulate(_agentic(*small, "engine.kv_offload=lmcache",
+                               "engine.offload_host_gib=200"))
+    _, tiered = replay_summary(result)
+    tier = result.engines[0].kv.tier
+    assert tier.stats.hit_tokens > 0
+    assert tiered["ttft_mean_s"] < base["ttft_mean_s"]
+    kv = result.engines[0].kv
+    kv.pool.check()
+    tier.check()
+
+
+def test_a_part_without_a_host_link_is_refused_by_name():
+    from inferasim.config.errors import ConfigError
+    from inferasim.serve.simulation import simulate
+
+    sc = _agentic("engine.kv_offload=lmcache")
+    import attrs
+
+    sc = attrs.evolve(sc, gpu=attrs.evolve(sc.gpu, host_link_bw_per_dir=0.0))
+    with pytest.raises(ConfigError, match="host_link_bw_per_dir"):
+        simulate(sc)
