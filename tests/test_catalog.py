@@ -24,7 +24,7 @@ EXPECTED_NAMES = {
         "llama-3.3-70b", "qwq-32b", "kimi-k2.7",
     },
     "gpus": {"mi300x", "mi325x", "mi350x", "mi355x", "h100", "h200", "b200", "gb200", "l4"},
-    "engines": {"vllm", "sglang", "mori-sglang", "atom"},
+    "engines": {"vllm", "sglang", "mori-sglang", "atom", "trt"},
 }
 
 ALL_ENTRIES = [(kind, name) for kind in SPEC_CLASSES for name in sorted(EXPECTED_NAMES[kind])]

@@ -179,10 +179,10 @@ def test_per_step_allocation_evicts_another_lanes_cache_only_as_chunks_need_it(a
 
 # ---- what the engine knows of the output ------------------------------------------------------
 
-def _spec(prompt, out, max_tokens):
+def _spec(prompt, out, max_tokens, first_key=0):
     return RequestSpec(prompt_tokens=prompt, output_tokens=out,
-                       keys=np.arange(prompt // BT, dtype=np.int64), block_tokens=BT,
-                       max_tokens=max_tokens)
+                       keys=np.arange(first_key, first_key + prompt // BT, dtype=np.int64),
+                       block_tokens=BT, max_tokens=max_tokens)
 
 
 @pytest.mark.parametrize("max_tokens, reserved", [(300, 300), (None, 4096)])
@@ -204,3 +204,65 @@ def test_benchmark_clients_send_the_output_length_as_max_tokens():
 
     spec = RandomRequests(512, 64, 1.0, np.random.default_rng(0)).next_request()
     assert spec.max_tokens == spec.output_tokens == 64
+
+
+# ---- TensorRT-LLM's capacity scheduler ----------------------------------------------------------
+
+def _trt(policy, pool_blocks):
+    sc = load_scenario(None, ["engine.name=trt", f"engine.capacity_policy={policy}",
+                              "engine.page_size=16", "engine.max_num_batched_tokens=4096"])
+    kv = KVManager(pool_blocks * BT, 16, BT, "block-pool", True)
+    return EngineInstance(simpy.Environment(), sc, AnalyticOracle(sc), kv, driven=True), kv
+
+
+def _run_steps(eng, steps):
+    for t in range(steps):
+        step = eng.form_step(float(t))
+        if step is None:
+            return
+        eng.apply_step(step, 0.01, float(t) + 0.01)
+
+
+def test_guaranteed_no_evict_admits_only_what_can_run_to_its_max_output():
+    # 40 blocks: each request's prompt is 10 blocks and its max output 15 blocks (240
+    # tokens): one fits to completion (25), two do not (50), though both prompts would (20).
+    def requests():
+        return [LiveRequest(i, _spec(160, 240, 240, first_key=100 * i), 0.0,
+                            simpy.Environment().event()) for i in (1, 2)]
+
+    eng, kv = _trt("guaranteed-no-evict", 40)
+    eng.waiting.extend(requests())
+    eng.form_step(0.0)
+    assert [r.rid for r in eng.running] == [1]
+    _run_steps(eng, 400)
+    assert eng.stats.preemptions == 0  # a started request is never paused
+    kv.pool.check()
+
+    packed, kv2 = _trt("max-utilization", 40)
+    packed.waiting.extend(requests())
+    packed.form_step(0.0)
+    assert [r.rid for r in packed.running] == [1, 2]
+    _run_steps(packed, 400)
+    assert packed.stats.preemptions > 0  # both grow past the pool: the newest is paused
+    kv2.pool.check()
+
+
+def test_trt_defaults_to_its_own_scheduler_block_size_and_memory_rule():
+    spec = load_scenario(None, ["engine.name=trt"]).engine
+    policy = EnginePolicy.for_engine(spec, speculative=False)
+    assert spec.capacity_policy == "guaranteed-no-evict" and policy.reserve_output
+    assert (spec.page_size, spec.max_num_seqs, spec.max_num_batched_tokens) == (32, 2048, 8192)
+    assert (spec.memory_rule, spec.mem_fraction, spec.scheduler) == \
+        ("trt-free-fraction", 0.9, "unified")
+
+
+def test_trt_sizes_its_kv_cache_as_a_fraction_of_the_memory_left_free():
+    from inferasim.arch.engine_memory import comm_bytes, memory_breakdown, profile_peak
+    from inferasim.arch.memory import weight_bytes_per_gpu
+
+    sc = load_scenario(None, ["engine.name=trt", "model.name=llama-3.1-70b", "gpu.name=h200",
+                              "parallel.tp=4"])
+    weights = weight_bytes_per_gpu(sc)
+    mem = memory_breakdown(sc, weights)
+    free = sc.gpu.hbm_bytes - weights - profile_peak(sc).peak_bytes - comm_bytes(4)
+    assert mem.kv_bytes == pytest.approx(0.9 * free)

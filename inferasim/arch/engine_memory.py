@@ -28,7 +28,8 @@ from inferasim.arch.activation import ActivationPeak, activation_peak
 
 GIB = 1024**3
 MIB = 1024**2
-MEMORY_RULES = ("fixed-reserve", "vllm-profile", "sglang-static", "atom-profile")
+MEMORY_RULES = ("fixed-reserve", "vllm-profile", "sglang-static", "atom-profile",
+                "trt-free-fraction")
 
 # Communicator buffers per rank when a rank has peers (NCCL/RCCL): the SGLang 0.4.3.post4
 # log's "Init torch distributed ends. mem usage=0.13 GB" at TP4 (engine-logs/sglang/). A
@@ -167,6 +168,16 @@ def memory_breakdown(scenario, weight_bytes: float) -> MemoryBreakdown:
                                weight_bytes=weight_bytes, activation_peak_bytes=peak,
                                non_torch_bytes=comm_bytes(ranks), cuda_graph_bytes=graphs,
                                safety_bytes=ATOM_SAFETY_FRACTION * total,
+                               reserve_bytes=reserve)
+    if rule == "trt-free-fraction":
+        # TensorRT-LLM sizes its KV cache as free_gpu_memory_fraction of what is free after
+        # the weights and a profiling forward of max_num_tokens (KvCacheConfig; the PyTorch
+        # backend's estimate). The rest of the free memory is headroom it leaves.
+        free = total - weight_bytes - peak - comm_bytes(ranks)
+        return MemoryBreakdown(rule=rule, total_bytes=total, budget_bytes=total,
+                               weight_bytes=weight_bytes, activation_peak_bytes=peak,
+                               non_torch_bytes=comm_bytes(ranks),
+                               safety_bytes=max(0.0, (1.0 - eng.mem_fraction) * free),
                                reserve_bytes=reserve)
     raise ValueError(f"unknown engine.memory_rule {rule!r}; expected one of "
                      f"{', '.join(MEMORY_RULES)}")

@@ -10,7 +10,7 @@ from inferasim.arch.spec import WEIGHT_DTYPES, ModelSpec
 from inferasim.config.typed import above, at_least, between, choices
 from inferasim.cost.gpu import GpuSpec
 
-ENGINES = ("vllm", "sglang", "mori-sglang", "atom")
+ENGINES = ("vllm", "sglang", "mori-sglang", "atom", "trt")
 WORKLOAD_FORMATS = ("synthetic", "random", "mooncake", "bailian", "agentx", "sessions")
 
 # Upper bounds that catch a mistyped size before it builds clients or instances without end.
@@ -66,6 +66,12 @@ class EngineSpec:
     # step's tokens as they are scheduled; admission only checks that free blocks cover the
     # whole sequence from 0.19, the first chunk before; engines.md 3.1).
     kv_allocation: str = attrs.field(default="admission", metadata=choices("admission", "per-step"))
+    # TensorRT-LLM's capacity scheduler (CapacitySchedulerPolicy): guaranteed-no-evict admits
+    # a request only when its prompt and whole max output fit beside every running request's
+    # remaining output, so nothing is ever paused; max-utilization packs and pauses
+    # (preempts) on a full pool; none = the engine's own reserve keys decide.
+    capacity_policy: str = attrs.field(
+        default="none", metadata=choices("none", "guaranteed-no-evict", "max-utilization"))
     # A KV tier in host memory behind the GPU pool (serve/offload.py, docs/engines.md "KV
     # offload"): lmcache (vLLM + LMCache), hicache (SGLang HiCache), vllm-native (vLLM's
     # OffloadingConnector); none by default.
@@ -101,7 +107,8 @@ class EngineSpec:
     # CUDA-graph estimate, safety margin), with reserve_gib an extra margin on top.
     memory_rule: str = attrs.field(default="fixed-reserve",
                                    metadata=choices("fixed-reserve", "vllm-profile",
-                                                    "sglang-static", "atom-profile"))
+                                                    "sglang-static", "atom-profile",
+                                                    "trt-free-fraction"))
     # Whether the CUDA-graph estimate leaves the KV budget (vLLM's
     # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1/0 = subtract/ignore): auto = the version's
     # default; never on ROCm.

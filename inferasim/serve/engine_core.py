@@ -78,11 +78,11 @@ class EngineCore:
         self._recv_count = 0
         self.inbox: list[LiveRequest] = []
         self._reserve_output = policy.reserve_output
-        self._ratio_init = eng.new_token_ratio_init
-        self._ratio_min = eng.new_token_ratio_min
-        self._ratio_decay = (eng.new_token_ratio_init - eng.new_token_ratio_min) \
-            / max(1, eng.new_token_ratio_decay_steps)
-        self.new_token_ratio = eng.new_token_ratio_init
+        self._ratio_init = policy.ratio_init
+        self._ratio_min = policy.ratio_min
+        self._ratio_decay = (policy.ratio_init - policy.ratio_min) \
+            / max(1, policy.ratio_decay_steps)
+        self.new_token_ratio = policy.ratio_init
         self.waiting: list[LiveRequest] = []
         self.running: list[LiveRequest] = []      # admission order
         self.prefilling: list[LiveRequest] = []   # running, prompt not done, admission order
@@ -155,7 +155,7 @@ class EngineCore:
             self.waiting.insert(0, victim)
         else:
             self.waiting.append(victim)
-        if self._reserve_output:
+        if self._reserve_output and self._ratio_decay > 0:  # SGLang's adapts; TRT-LLM's is 1
             total_out = sum(self.max_new(r) for r in self.running) + 1
             done = sum(r.generated for r in self.running)
             self.new_token_ratio = min(1.0, (done + 20 * len(self.running)) / total_out)

@@ -72,8 +72,14 @@ class EnginePolicy:
     keeps_blocks: bool          # a preempted request's computed blocks stay cached
     caches_chunks: bool         # an unfinished prompt's chunks are cached as they complete
     eviction: str               # the prefix cache's eviction policy
-    reserve_output: bool        # admission reserves outputs (SGLang's PrefillAdder)
-    output_reserve_clip: int
+    reserve_output: bool        # admission reserves outputs (SGLang's PrefillAdder, TRT-LLM)
+    output_reserve_clip: float
+    # the share of running requests' remaining output admission keeps for them: SGLang's
+    # new_token_ratio (from init, decaying to min over decay_steps decode steps); 1 throughout
+    # under TensorRT-LLM's GUARANTEED_NO_EVICT
+    ratio_init: float
+    ratio_min: float
+    ratio_decay_steps: int
     counter: PrefixCounter
     allocates_per_step: bool    # a prompt's pages are taken chunk by chunk (vLLM)
     gates_whole_sequence: bool  # ...and admission checks its whole sequence fits (vLLM 0.19+)
@@ -82,6 +88,15 @@ class EnginePolicy:
     def for_engine(cls, spec: EngineSpec, speculative: bool) -> EnginePolicy:
         if spec.queue_policy not in QUEUE_ORDERS:
             raise ValueError(f"unknown queue policy {spec.queue_policy!r}")
+        reserve = spec.reserve_output_on_admission
+        clip: float = spec.output_reserve_clip
+        ratio = (spec.new_token_ratio_init, spec.new_token_ratio_min,
+                 spec.new_token_ratio_decay_steps)
+        if spec.capacity_policy == "guaranteed-no-evict":
+            # the whole remaining output of every request, new and running, unclipped
+            reserve, clip, ratio = True, float("inf"), (1.0, 1.0, 1)
+        elif spec.capacity_policy == "max-utilization":
+            reserve = False
         return cls(
             name=spec.name,
             queue_policy=spec.queue_policy,
@@ -92,8 +107,9 @@ class EnginePolicy:
             keeps_blocks=spec.preemption_keeps_blocks,
             caches_chunks=spec.caches_prompt_chunks,
             eviction=spec.eviction_policy,
-            reserve_output=spec.reserve_output_on_admission,
-            output_reserve_clip=spec.output_reserve_clip,
+            reserve_output=reserve,
+            output_reserve_clip=clip,
+            ratio_init=ratio[0], ratio_min=ratio[1], ratio_decay_steps=ratio[2],
             counter=PrefixCounter.for_engine(spec),
             allocates_per_step=spec.kv_allocation == "per-step",
             gates_whole_sequence=_gates_whole_sequence(spec),
