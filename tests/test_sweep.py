@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -95,10 +96,13 @@ def test_small_sweep_writes_results_and_plots(tmp_path):
     assert list(frame["engine.max_num_seqs"]) == [1, 1, 64, 64]
     assert {"config", "INFERASIM_DPA_DECODE_DENSE", "INFERASIM_DES_LOCKSTEP", "output_tok_s",
             "ttft_mean_s", "itl_mean_ms", "interactivity_tok_s", "prefix_hit_rate",
-            "calibration.mode", "wall_s"} <= set(frame.columns)
+            "calibration.mode", "vllm_bench.p99_ttft_ms"} <= set(frame.columns)
+    assert "wall_s" not in frame.columns        # in timing.json: results.csv is reproducible
+    assert json.loads((out / "timing.json").read_text())["rungs"][3]["wall_s"] > 0
     assert (frame["requests_completed"] > 0).all()
     assert pd.read_parquet(out / "results.parquet").shape == frame.shape
-    for name in ("pareto.png", "latency.png", "prefix_hit.png"):
+    for name in ("pareto.png", "throughput_ttft.png", "throughput_e2e.png", "latency.png",
+                 "prefix_hit.png"):
         data = (out / name).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
     assert (out / "scenario.resolved.yaml").exists() and not (out / "stale.txt").exists()

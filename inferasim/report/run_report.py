@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +16,15 @@ from inferasim.report.atomic import atomic_dir
 from inferasim.report.frame import request_frame
 from inferasim.report.summary import summarize
 
+# Summary keys that say how long this machine took, not what the replay measured: they go to
+# timing.json, so the rest of a result folder is a pure function of the scenario.
+TIMING_KEYS = ("wall_s",)
 
-def replay_summary(result) -> tuple[pd.DataFrame, dict[str, Any]]:
+
+def replay_summary(result, *, percentiles: Sequence[float] | None = None,
+                   slo: Mapping[str, float] | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The rows and the summary of ``result``; ``percentiles`` and ``slo`` as ``summarize``
+    takes them (more latency percentiles; SLOs in seconds for ``request_goodput``)."""
     sc = result.scenario
     frame = request_frame(result.requests, sc.speculative.tokens_per_step,
                           sc.engine.stream_interval)
@@ -26,7 +34,8 @@ def replay_summary(result) -> tuple[pd.DataFrame, dict[str, Any]]:
                         kv_pool_tokens=result.kv_pool_tokens or result.memory.kv_pool_tokens,
                         gpus=result.scenario.total_gpus,
                         calibration=result.calibration,
-                        engine_stats=[e.stats for e in result.engines], evictions=evictions)
+                        engine_stats=[e.stats for e in result.engines], evictions=evictions,
+                        percentiles=percentiles, slo=slo)
     if result.prefill_kv_pool_tokens is not None:
         # kv_pool_tokens is then a decode instance's; the prefill instances size their own
         summary["prefill_kv_pool_tokens"] = int(result.prefill_kv_pool_tokens)
@@ -42,9 +51,20 @@ def occupancy_frame(result) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["instance", "time_s", "pool_used_tokens", "cached_tokens"])
 
 
+def split_timing(summary: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the summary without TIMING_KEYS, those keys): what a replay measured, and how long
+    this machine took to replay it."""
+    measured = {k: v for k, v in summary.items() if k not in TIMING_KEYS}
+    timing = {k: summary[k] for k in TIMING_KEYS if k in summary}
+    return measured, timing
+
+
 def write_outputs(out_dir: Path, result, frame: pd.DataFrame, summary: dict[str, Any],
                   fmt: str = "csv") -> None:
-    """Requests, occupancy, summary and the resolved scenario, written all at once."""
+    """Requests, occupancy, summary and the resolved scenario, written all at once. Timing
+    (``wall_s``) goes to ``timing.json``: every other file is byte-identical between two
+    replays of one scenario."""
+    summary, timing = split_timing(summary)
     with atomic_dir(out_dir) as tmp:
         if fmt == "parquet":
             frame.to_parquet(tmp / "requests.parquet", index=False)
@@ -52,6 +72,8 @@ def write_outputs(out_dir: Path, result, frame: pd.DataFrame, summary: dict[str,
             frame.to_csv(tmp / "requests.csv", index=False)
         occupancy_frame(result).to_csv(tmp / "occupancy.csv", index=False)
         (tmp / "summary.json").write_text(strict_json.dumps(summary, indent=2) + "\n")
+        if timing:
+            (tmp / "timing.json").write_text(strict_json.dumps(timing, indent=2) + "\n")
         resolved = scenario_to_dict(result.scenario)
         resolved["knobs"] = attrs.asdict(result.knobs)
         (tmp / "scenario.resolved.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))

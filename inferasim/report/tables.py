@@ -7,14 +7,16 @@ from typing import Any
 SUMMARY_ROWS = (
     ("requests completed", "requests_completed", "{:d}"),
     ("window (s, incl. drain)", "window_s", "{:.1f}"),
+    ("requests/s", "request_throughput", "{:.3f}"),
     ("output tok/s", "output_tok_s", "{:.1f}"),
     ("input tok/s", "input_tok_s", "{:.1f}"),
     ("total tok/s", "total_tok_s", "{:.1f}"),
     ("output tok/s per GPU", "output_tok_s_per_gpu", "{:.1f}"),
-    ("TTFT mean / p50 / p90 (s)", ("ttft_mean_s", "ttft_p50_s", "ttft_p90_s"), "{:.3f}"),
-    ("ITL mean (ms)", "itl_mean_ms", "{:.2f}"),
-    ("TPOT mean (ms)", "tpot_mean_ms", "{:.2f}"),
-    ("E2E mean (s)", "e2e_mean_s", "{:.2f}"),
+    ("TTFT mean / median / p99 (s)", ("ttft_mean_s", "ttft_median_s", "ttft_p99_s"), "{:.3f}"),
+    ("TPOT mean / median / p99 (ms)", ("tpot_mean_ms", "tpot_median_ms", "tpot_p99_ms"),
+     "{:.2f}"),
+    ("ITL mean / median / p99 (ms)", ("itl_mean_ms", "itl_median_ms", "itl_p99_ms"), "{:.2f}"),
+    ("E2E mean / median / p99 (s)", ("e2e_mean_s", "e2e_median_s", "e2e_p99_s"), "{:.2f}"),
     ("prefix hit rate", "prefix_hit_rate", "{:.1%}"),
     ("KV pool (tokens)", "kv_pool_tokens", "{:,d}"),
     ("preemptions", "preemptions", "{:d}"),
@@ -34,13 +36,17 @@ def summary_table(summary: dict[str, Any], title: str) -> str:
     width = max(len(label) for label, _, _ in SUMMARY_ROWS)
     for label, key, fmt in SUMMARY_ROWS:
         if isinstance(key, tuple):
-            value = " / ".join(_fmt(fmt, summary[k]) for k in key)
+            value = " / ".join(_fmt(fmt, summary.get(k, "-")) for k in key)
         else:
-            value = _fmt(fmt, summary[key])
+            value = _fmt(fmt, summary.get(key, "-"))
         lines.append(f"{label:<{width}}  {value}")
         if key == "requests_completed" and summary.get("requests_failed"):
             lines.append(f"{'requests refused':<{width}}  {summary['requests_failed']:d} "
                          f"(the first: {summary.get('requests_failed_example', '?')})")
+        if key == "request_throughput" and summary.get("request_goodput") is not None:
+            lines.append(f"{'goodput (requests/s)':<{width}}  "
+                         f"{_fmt('{:.3f}', summary['request_goodput'])} "
+                         f"({summary.get('requests_good', '?')} requests met {_slo(summary)})")
     if summary.get("prefill_kv_pool_tokens") is not None:
         lines.append(f"{'KV pool, prefill (tokens)':<{width}}  "
                      f"{summary['prefill_kv_pool_tokens']:,d} (the row above: a decode "
@@ -55,6 +61,16 @@ def summary_table(summary: dict[str, Any], title: str) -> str:
     if cal.get("decode_pool"):
         lines += _calibration_lines("calibration, decode", cal["decode_pool"], width)
     return "\n".join(lines)
+
+
+def _slo(summary: dict[str, Any]) -> str:
+    """``ttft <= 2 s, tpot <= 50 ms``: the SLOs the goodput counted."""
+    parts = []
+    for key, seconds in (summary.get("slo") or {}).items():
+        name = key.removesuffix("_s")
+        parts.append(f"{name} <= {seconds:g} s" if seconds >= 1 else
+                     f"{name} <= {seconds * 1e3:g} ms")
+    return ", ".join(parts) or "every SLO"
 
 
 def _calibration_lines(label: str, cal: dict[str, Any], width: int) -> list[str]:

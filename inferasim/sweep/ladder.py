@@ -26,6 +26,7 @@ from inferasim.config.knobs import KNOBS, Knobs
 from inferasim.config.loader import load_scenario, scenario_to_dict
 from inferasim.config.overrides import OVERRIDE_ORIGIN
 from inferasim.config.scenario import Scenario
+from inferasim.report import strict_json
 from inferasim.report.atomic import atomic_dir
 from inferasim.workload.sources import GENERATED_DURATION_S
 
@@ -210,28 +211,52 @@ def _expected_cost(rung: Rung) -> float:
     return rung.concurrency * duration
 
 
+# sweep.json keys that say how this machine ran the sweep, not what it swept: timing.json.
+RUN_SPEC_KEYS = ("wall_s", "executor", "workers")
+
+
+def split_timing(frame: pd.DataFrame, sweep_spec: dict[str, Any] | None
+                 ) -> tuple[pd.DataFrame, dict[str, Any] | None, dict[str, Any]]:
+    """(the rows without RUN_COLUMNS, the spec without RUN_SPEC_KEYS, what was taken out):
+    a sweep's results are a pure function of its rungs; its wall times and workers are not."""
+    run_cols = [c for c in RUN_COLUMNS if c in frame.columns]
+    rows = frame.drop(columns=run_cols)
+    spec = None if sweep_spec is None else \
+        {k: v for k, v in sweep_spec.items() if k not in RUN_SPEC_KEYS}
+    timing = {k: sweep_spec[k] for k in RUN_SPEC_KEYS if sweep_spec and k in sweep_spec}
+    if "rung" in frame.columns and run_cols:
+        timing["rungs"] = [{"rung": int(rung), **dict(zip(run_cols, map(float, values),
+                                                          strict=True))}
+                           for rung, *values in frame[["rung", *run_cols]].itertuples(index=False)]
+    return rows, spec, timing
+
+
 def write_results(out_dir: str | Path, frame: pd.DataFrame, base: Scenario, *,
                   plots: bool = True, sweep_spec: dict[str, Any] | None = None) -> list[str]:
     """Write results.csv (+ .parquet, plots) into a temporary folder, then move it into place.
 
     Returns the names written. An existing ``out_dir`` is replaced only once everything is
-    written, so a failed or interrupted sweep never leaves half a result behind.
+    written, so a failed or interrupted sweep never leaves half a result behind. Wall times
+    and the executor go to ``timing.json``; every other file is byte-identical between two
+    sweeps of one ladder.
     """
+    rows, spec, timing = split_timing(frame, sweep_spec)
     with atomic_dir(out_dir) as tmp:
-        frame.to_csv(tmp / "results.csv", index=False)
+        rows.to_csv(tmp / "results.csv", index=False)
         try:
             import pyarrow  # noqa: F401
         except ImportError:
             pass
         else:
-            frame.to_parquet(tmp / "results.parquet", index=False)
+            rows.to_parquet(tmp / "results.parquet", index=False)
         resolved = scenario_to_dict(base)
         (tmp / "scenario.resolved.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
-        if sweep_spec is not None:
-            (tmp / "sweep.json").write_text(json.dumps(sweep_spec, indent=2) + "\n")
+        if spec is not None:
+            (tmp / "sweep.json").write_text(json.dumps(spec, indent=2) + "\n")
+        (tmp / "timing.json").write_text(strict_json.dumps(timing, indent=2) + "\n")
         if plots:
-            from inferasim.sweep.plots import write_plots
+            from inferasim.sweep.plots import plot_title, write_plots
 
-            write_plots(frame, tmp)
+            write_plots(rows, tmp, title=plot_title(base))
         written = sorted(p.name for p in tmp.iterdir())
     return written
