@@ -76,3 +76,22 @@ def test_a_bad_ladder_file_is_one_line_naming_the_file_and_key(tmp_path, body, n
     assert result.exit_code == 2, result.output
     lines = [ln for ln in result.output.splitlines() if ln.strip()]
     assert len(lines) == 1 and needle in lines[0] and "ladders.csv" in lines[0], result.output
+
+
+def test_a_host_tier_moves_the_cliff_and_the_table_splits_the_hits():
+    # issue 34's ablation: with LMCache's host tier behind the GPU pool the prompts a full
+    # GPU cache loses are reloaded, so the cache as a whole keeps serving past c8
+    csv = shared_data("agentx-measured", "agentx_dev_ladders.csv")
+    shared_data("agentx-traces", "traces_v8_present.jsonl.gz")
+    result = CliRunner().invoke(cli, ["validate", "agentx", str(csv), "--concurrency", "8,16",
+                                      "--ladder", "fp4 1x", "--jobs", "2", "--json",
+                                      "--set", "engine.kv_offload=lmcache",
+                                      "--set", "engine.offload_host_gib=1500"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    (label,) = data["cliffs"]
+    assert data["cliffs"][label] == {"measured": [8, 16], "simulated": None}
+    past = {r["concurrency"]: r for r in data["rows"]}[16]
+    assert past["simulated_host_hit_rate"] > 0.5
+    assert past["simulated_first_admission_hit_rate"] + past["simulated_host_hit_rate"] \
+        + past["simulated_miss_rate"] == pytest.approx(1.0)

@@ -137,3 +137,22 @@ def test_a_part_without_a_host_link_is_refused_by_name():
     sc = attrs.evolve(sc, gpu=attrs.evolve(sc.gpu, host_link_bw_per_dir=0.0))
     with pytest.raises(ConfigError, match="host_link_bw_per_dir"):
         simulate(sc)
+
+
+def test_the_summary_splits_prompts_into_gpu_hits_host_hits_and_misses():
+    from inferasim.report.run_report import replay_summary
+    from inferasim.report.tables import summary_table
+    from inferasim.serve.simulation import simulate
+
+    result = simulate(_agentic("engine.kv_pool_tokens=120000", "engine.kv_offload=lmcache",
+                               "engine.offload_host_gib=200"))
+    frame, summary = replay_summary(result)
+    assert 0 < summary["host_hit_rate"] < 1
+    assert summary["first_admission_hit_rate"] + summary["host_hit_rate"] <= 1 + 1e-12
+    offload = summary["kv_offload"]
+    assert offload["policy"] == "lmcache" and offload["reloaded_tokens"] > 0
+    assert offload["bytes_to_gpu"] == pytest.approx(
+        offload["reloaded_tokens"] * result.engines[0].kv.tier.bytes_per_token)
+    assert frame.host_tokens.sum() > 0
+    table = summary_table(summary, "t")
+    assert "host KV tier" in table and "GB reloaded" in table

@@ -23,13 +23,16 @@ def _fmt(value: float, kind: str) -> str:
 
 
 def _table(rows) -> str:
-    head = ["ladder", "conc", "hit meas", "hit sim", "out tok/s meas", "sim", "TTFT mean meas",
-            "sim", "TTFT p90 meas", "sim"]
+    head = ["ladder", "conc", "hit meas", "hit sim", "GPU/host/miss sim", "out tok/s meas",
+            "sim", "TTFT mean meas", "sim", "TTFT p90 meas", "sim"]
     lines = [head]
     for r in rows:
+        parts = "/".join(f"{r[k]:.2f}" for k in ("simulated_first_admission_hit_rate",
+                                                  "simulated_host_hit_rate",
+                                                  "simulated_miss_rate"))
         lines.append([r["ladder"], str(r["concurrency"]),
                       _fmt(r["measured_prefix_hit_rate"], "hit"),
-                      _fmt(r["simulated_prefix_hit_rate"], "hit"),
+                      _fmt(r["simulated_prefix_hit_rate"], "hit"), parts,
                       _fmt(r["measured_output_tok_s"], "tok"),
                       _fmt(r["simulated_output_tok_s"], "tok"),
                       _fmt(r["measured_ttft_mean_s"], "s"), _fmt(r["simulated_ttft_mean_s"], "s"),

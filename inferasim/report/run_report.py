@@ -39,6 +39,17 @@ def replay_summary(result, *, percentiles: Sequence[float] | None = None,
     if result.prefill_kv_pool_tokens is not None:
         # kv_pool_tokens is then a decode instance's; the prefill instances size their own
         summary["prefill_kv_pool_tokens"] = int(result.prefill_kv_pool_tokens)
+    tiers = [e.kv.tier for e in result.engines if e.kv.tier is not None]
+    if tiers:
+        # the whole run's traffic over the host links (the window's share is host_hit_rate)
+        summary["kv_offload"] = {
+            "policy": tiers[0].policy.name,
+            "host_capacity_tokens": int(sum(t.pool.capacity for t in tiers)),
+            "written_tokens": int(sum(t.stats.written_tokens for t in tiers)),
+            "reloaded_tokens": int(sum(t.stats.hit_tokens for t in tiers)),
+            "bytes_to_host": float(sum(t.stats.bytes_to_host for t in tiers)),
+            "bytes_to_gpu": float(sum(t.stats.bytes_to_gpu for t in tiers)),
+        }
     dp = sc.parallel.dp_attention
     if dp > 1:
         # how the ranks were stepped: together in groups (the engines' way) or apart

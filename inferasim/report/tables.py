@@ -18,6 +18,8 @@ SUMMARY_ROWS = (
     ("ITL mean / median / p99 (ms)", ("itl_mean_ms", "itl_median_ms", "itl_p99_ms"), "{:.2f}"),
     ("E2E mean / median / p99 (s)", ("e2e_mean_s", "e2e_median_s", "e2e_p99_s"), "{:.2f}"),
     ("prefix hit rate", "prefix_hit_rate", "{:.1%}"),
+    ("first admission: GPU / host hits", ("first_admission_hit_rate", "host_hit_rate"),
+     "{:.1%}"),
     ("KV pool (tokens)", "kv_pool_tokens", "{:,d}"),
     ("preemptions", "preemptions", "{:d}"),
     ("evicted tokens", "evictions_tokens", "{:,d}"),
@@ -47,6 +49,12 @@ def summary_table(summary: dict[str, Any], title: str) -> str:
             lines.append(f"{'goodput (requests/s)':<{width}}  "
                          f"{_fmt('{:.3f}', summary['request_goodput'])} "
                          f"({summary.get('requests_good', '?')} requests met {_slo(summary)})")
+    offload = summary.get("kv_offload")
+    if offload:
+        lines.append(f"{'host KV tier':<{width}}  {offload['policy']}: "
+                     f"{offload['host_capacity_tokens']:,d} tokens, "
+                     f"{offload['bytes_to_host'] / 1e9:,.1f} GB written, "
+                     f"{offload['bytes_to_gpu'] / 1e9:,.1f} GB reloaded")
     if summary.get("prefill_kv_pool_tokens") is not None:
         lines.append(f"{'KV pool, prefill (tokens)':<{width}}  "
                      f"{summary['prefill_kv_pool_tokens']:,d} (the row above: a decode "

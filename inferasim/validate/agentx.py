@@ -150,6 +150,9 @@ def compare_row(rung: Rung, summary: dict[str, Any]) -> dict[str, Any]:
         row[f"measured_{m}"] = rung.measured[m]
         row[f"simulated_{m}"] = float(summary[m])
     row["simulated_first_admission_hit_rate"] = float(summary["first_admission_hit_rate"])
+    row["simulated_host_hit_rate"] = float(summary.get("host_hit_rate", 0.0))
+    row["simulated_miss_rate"] = max(0.0, 1.0 - row["simulated_first_admission_hit_rate"]
+                                     - row["simulated_host_hit_rate"])
     row["simulated_requests"] = int(summary["requests_completed"])
     row["simulated_preemptions"] = int(summary["preemptions"])
     return row
@@ -162,10 +165,20 @@ def cliff(rows: Sequence[dict[str, Any]], prefix: str) -> tuple[int, int] | None
     alike)."""
     ordered = sorted(rows, key=lambda r: r["concurrency"])
     by_ttft = any(math.isnan(r["measured_prefix_hit_rate"]) for r in ordered)
+    tiered = prefix == "simulated" and any(r.get("simulated_host_hit_rate", 0.0) > 0
+                                           for r in ordered)
+
+    def hit(r: dict[str, Any]) -> float:
+        # with a host tier the cliff is where the cache as a whole (GPU and host) stops
+        # serving the prompts, not where the GPU's share falls
+        if tiered:
+            return r["simulated_first_admission_hit_rate"] + r["simulated_host_hit_rate"]
+        return r[f"{prefix}_prefix_hit_rate"]
+
     for a, b in zip(ordered, ordered[1:], strict=False):
         if by_ttft:
             if b[f"{prefix}_ttft_mean_s"] > 5.0 * a[f"{prefix}_ttft_mean_s"]:
                 return a["concurrency"], b["concurrency"]
-        elif a[f"{prefix}_prefix_hit_rate"] >= 0.5 and b[f"{prefix}_prefix_hit_rate"] < 0.2:
+        elif hit(a) >= 0.5 and hit(b) < 0.2:
             return a["concurrency"], b["concurrency"]
     return None
