@@ -23,7 +23,8 @@ EXPECTED_NAMES = {
         # added with the engine-log memory checks (tests/test_engine_memory_logs.py)
         "llama-3.3-70b", "qwq-32b", "kimi-k2.7",
     },
-    "gpus": {"mi300x", "mi325x", "mi350x", "mi355x", "h100", "h200", "b200", "gb200", "l4"},
+    "gpus": {"mi300x", "mi325x", "mi350x", "mi355x", "h100", "h200", "b200", "gb200", "b300",
+             "gb300", "l4"},
     "engines": {"vllm", "sglang", "mori-sglang", "atom", "trt"},
 }
 
@@ -305,9 +306,11 @@ GPU_PEAKS = {
     "h200": ("sm90", 151_397_597_184, 4.8e12, 989e12, 1978e12, None, 450e9),
     "b200": ("sm100", 192_265_289_728, 7.7e12, 2250e12, 4500e12, 9000e12, 900e9),
     "gb200": ("sm100", 198_674_743_296, 8.0e12, 2500e12, 5000e12, 10000e12, 900e9),
+    "b300": ("sm103", 288e9, 8.0e12, 2250e12, 4500e12, 13000e12, 900e9),
+    "gb300": ("sm103", 288e9, 8.0e12, 2500e12, 5000e12, 15300e12, 900e9),
     "mi350x": ("gfx950", 309_220_868_096, 8.0e12, 2306.9e12, 4613.7e12, 9227.5e12, 537.6e9),
 }
-SCALEUP_DOMAIN = {"gb200": 72}  # NVL72; the others are 8-GPU nodes
+SCALEUP_DOMAIN = {"gb200": 72, "gb300": 72}  # NVL72; the others are 8-GPU nodes
 
 
 @pytest.mark.parametrize("name", sorted(GPU_PEAKS))
