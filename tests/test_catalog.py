@@ -377,7 +377,9 @@ def test_engine_defaults(name, expected):
         assert getattr(e, key) == value, key
     # each engine's own arrival-order admission is its default (behaviour.md 4, amended);
     # prefix-first (lpm) is selectable
-    assert e.queue_policy == "fcfs"
+    from inferasim.serve.engine_policy import queue_policy_for
+
+    assert queue_policy_for(e) == "fcfs"
     assert e.eviction_policy == {"vllm": "block-pool", "atom": "block-pool",
                                  "sglang": "radix-leaf"}[name]
     assert e.prefix_caching

@@ -266,3 +266,13 @@ def test_trt_sizes_its_kv_cache_as_a_fraction_of_the_memory_left_free():
     mem = memory_breakdown(sc, weights)
     free = sc.gpu.hbm_bytes - weights - profile_peak(sc).peak_bytes - comm_bytes(4)
     assert mem.kv_bytes == pytest.approx(0.9 * free)
+
+
+@pytest.mark.parametrize("version, queue", [("0.4.2", "lpm"), ("0.4.3.post4", "fcfs"),
+                                            ("0.5.10", "fcfs")])
+def test_sglang_queues_as_its_version_did(version, queue):
+    spec = load_scenario(None, ["engine.name=sglang", f"engine.version={version}"]).engine
+    assert EnginePolicy.for_engine(spec, speculative=False).queue_policy == queue
+    forced = load_scenario(None, ["engine.name=sglang", f"engine.version={version}",
+                                  "engine.queue_policy=fcfs"]).engine
+    assert EnginePolicy.for_engine(forced, speculative=False).queue_policy == "fcfs"

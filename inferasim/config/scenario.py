@@ -43,7 +43,9 @@ class EngineSpec:
     source: str = ""
     version: str = ""
     scheduler: str = attrs.field(default="unified", metadata=choices("unified", "prefill-exclusive"))
-    queue_policy: str = attrs.field(default="lpm", metadata=choices("fcfs", "lpm"))
+    # ``auto``: the engine and version's own (SGLang: lpm in 0.4.0-0.4.2, fcfs from
+    # 0.4.3.post4; every other engine fcfs); docs/engines.md.
+    queue_policy: str = attrs.field(default="auto", metadata=choices("auto", "fcfs", "lpm"))
     # LPM falls back to arrival order past this many waiting requests (SGLang: 128).
     lpm_max_waiting: int = attrs.field(default=128, metadata=at_least(0))
     # Under lpm, a request the cache serves at most this many tokens of that shares them with

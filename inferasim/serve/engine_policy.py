@@ -23,6 +23,7 @@ _VLLM_LOOKUP_FIX = (0, 25)
 # Preempted requests' lookups go to vLLM's separate preempted_* counters, left out of the
 # hit rate (PR #45202's description of the handled preemption case; vllm issue #25780).
 _VLLM_FULL_ISL_GATE = (0, 19)
+_SGLANG_FCFS_FROM = (0, 4, 3)
 
 
 def version_tuple(version: str) -> tuple[int, ...] | None:
@@ -50,6 +51,20 @@ class PrefixCounter:
                 if v is not None and v < _VLLM_LOOKUP_FIX:
                     mode = "per-lookup"
         return cls(per_lookup=mode == "per-lookup", counts_preempted=False)
+
+
+def queue_policy_for(spec: EngineSpec) -> str:
+    """The queue order the engine runs: the scenario's, or with ``auto`` the engine and
+    version's own. SGLang's default schedule_policy was lpm in 0.4.0-0.4.2 and is fcfs from
+    0.4.3.post4 (0.4.3 to 0.4.3.post3 were not checked: taken as fcfs; engines.md 3.2);
+    vLLM, ATOM and TensorRT-LLM admit in arrival order."""
+    if spec.queue_policy != "auto":
+        return spec.queue_policy
+    if spec.name in ("sglang", "mori-sglang"):
+        v = version_tuple(spec.version)
+        if v is not None and v < _SGLANG_FCFS_FROM:
+            return "lpm"
+    return "fcfs"
 
 
 def _gates_whole_sequence(spec: EngineSpec) -> bool:
@@ -86,7 +101,8 @@ class EnginePolicy:
 
     @classmethod
     def for_engine(cls, spec: EngineSpec, speculative: bool) -> EnginePolicy:
-        if spec.queue_policy not in QUEUE_ORDERS:
+        queue = queue_policy_for(spec)
+        if queue not in QUEUE_ORDERS:
             raise ValueError(f"unknown queue policy {spec.queue_policy!r}")
         reserve = spec.reserve_output_on_admission
         clip: float = spec.output_reserve_clip
@@ -99,8 +115,8 @@ class EnginePolicy:
             reserve = False
         return cls(
             name=spec.name,
-            queue_policy=spec.queue_policy,
-            order=queue_order_for(spec.queue_policy, spec.lpm_in_batch_dedup_tokens),
+            queue_policy=queue,
+            order=queue_order_for(queue, spec.lpm_in_batch_dedup_tokens),
             lpm_max_waiting=spec.lpm_max_waiting,
             victim=victim_for(spec.preemption, speculative),
             requeue_front=spec.preemption == "recompute-newest",
