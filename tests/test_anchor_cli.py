@@ -31,27 +31,27 @@ def test_import_list_show_check(tmp_path):
     assert doc["schema_version"] == 1 and len(doc["anchors"]) == 130
     assert doc["generated_by"].startswith("inferasim anchors import --from inferencemax")
 
-    listed = run("list", tmp_path)
+    listed = run("list", "--anchors", tmp_path)
     assert listed.exit_code == 0 and "130 anchors" in listed.output
-    as_json = json.loads(run("list", tmp_path, "--json").output)
+    as_json = json.loads(run("list", "--anchors", tmp_path, "--json").output)
     assert len(as_json) == 130
 
     anchor_id = as_json[0]["id"]
-    shown = run("show", anchor_id, "--dir", tmp_path)
+    shown = run("show", anchor_id, "--anchors", tmp_path)
     assert shown.exit_code == 0
     body = json.loads(shown.output)
     assert body["id"] == anchor_id and body["regime"]["kv_dtype"] is None  # unknown shown
 
-    checked = run("check", SCENARIO, "--dir", tmp_path)
+    checked = run("check", SCENARIO, "--anchors", tmp_path)
     assert checked.exit_code == 0, checked.output
     assert "usable" in checked.output and "refused by axis" in checked.output
-    far = run("check", SCENARIO, "--dir", tmp_path, "--set", "workload.isl=8192")
+    far = run("check", SCENARIO, "--anchors", tmp_path, "--set", "workload.isl=8192")
     assert "prefill refused" in far.output  # every row has ISL 1024
-    report = json.loads(run("check", SCENARIO, "--dir", tmp_path, "--json",
+    report = json.loads(run("check", SCENARIO, "--anchors", tmp_path, "--json",
                             "--set", "workload.concurrency=256").output)
     assert report["usable"] and report["refused"] and not report["crossed_build"]
     assert any(w.startswith("decode:") for w in report["warnings"])
-    crossed = json.loads(run("check", SCENARIO, "--dir", tmp_path, "--json",
+    crossed = json.loads(run("check", SCENARIO, "--anchors", tmp_path, "--json",
                              "--set", "engine.version=0.5.10").output)
     assert crossed["crossed_build"] and "build crossed" in crossed["build_note"]
 
@@ -72,7 +72,7 @@ def test_import_with_meta_and_server_command(tmp_path):
     result = run("import", "--from", "aiperf", src, "--out", out, "--meta", "engine=vllm",
                  "--meta", "gpu=mi355x", "--server-cmd", cmd)
     assert result.exit_code == 0, result.output
-    record = json.loads(run("list", out, "--json").output)[0]
+    record = json.loads(run("list", "--anchors", out, "--json").output)[0]
     assert record["regime"]["tp"] == 4 and record["regime"]["gpu"] == "mi355x"
 
 
@@ -123,7 +123,7 @@ def test_check_reads_the_anchors_the_run_would(tmp_path, monkeypatch):
     assert off.exit_code == 0 and "sim.anchors is none" in off.output
     monkeypatch.chdir(tmp_path)
     rel = "../../anchors"  # beside the scenario: scenarios/inferencemax/../../anchors
-    checked = run("check", SCENARIO, "--dir", rel, "--json")
+    checked = run("check", SCENARIO, "--anchors", rel, "--json")
     assert checked.exit_code == 0, checked.output
     assert json.loads(checked.output)["usable"]
 

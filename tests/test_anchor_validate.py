@@ -62,11 +62,11 @@ def test_leave_one_out_stays_within_regime_and_build(tmp_path):
 def test_validate_cli_table_and_json(tmp_path):
     folder = write_store(tmp_path)
     runner = CliRunner()
-    result = runner.invoke(cli, ["anchors", "validate", folder])
+    result = runner.invoke(cli, ["anchors", "validate", "--anchors", folder])
     assert result.exit_code == 0, result.output
     assert "tput/GPU" in result.output and "TPOT" in result.output and "TTFT" in result.output
     assert "skipped 2 group(s)" in result.output
-    result = runner.invoke(cli, ["anchors", "validate", folder, "--json"])
+    result = runner.invoke(cli, ["anchors", "validate", "--anchors", folder, "--json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert data["overall"]["tpot"]["n"] == 3
@@ -80,7 +80,7 @@ def test_validate_cli_table_and_json(tmp_path):
     for metric in ("tput_per_gpu", "tpot", "ttft"):
         counted = data["targets"][metric]["met"] + data["targets"][metric]["missed"]
         assert counted == [group["group"]]
-    assert "meeting the target median" in runner.invoke(cli, ["anchors", "validate",
+    assert "meeting the target median" in runner.invoke(cli, ["anchors", "validate", "--anchors",
                                                               folder]).output
 
 
@@ -104,12 +104,12 @@ def test_targets_count_only_groups_with_enough_scored_points():
 
 
 def test_validate_bad_folder_exits_2(tmp_path):
-    result = CliRunner().invoke(cli, ["anchors", "validate", str(tmp_path / "missing")])
+    result = CliRunner().invoke(cli, ["anchors", "validate", "--anchors", str(tmp_path / "missing")])
     assert result.exit_code == 2
     assert "anchor folder not found" in result.output
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
-    result = CliRunner().invoke(cli, ["anchors", "validate", str(bad)])
+    result = CliRunner().invoke(cli, ["anchors", "validate", "--anchors", str(bad)])
     assert result.exit_code == 2
 
 
@@ -246,11 +246,11 @@ def test_validate_cli_hold_out_shape(tmp_path):
     path = tmp_path / "two.json"
     path.write_text(json.dumps({"schema_version": 1, "anchors": anchors}))
     runner = CliRunner()
-    result = runner.invoke(cli, ["anchors", "validate", str(path), "--hold-out", "shape"])
+    result = runner.invoke(cli, ["anchors", "validate", "--anchors", str(path), "--hold-out", "shape"])
     assert result.exit_code == 0, result.output
     assert "leave-one-shape-out" in result.output
     assert "calibrated by its own build at another shape" in result.output
-    data = json.loads(runner.invoke(cli, ["anchors", "validate", str(path), "--hold-out",
+    data = json.loads(runner.invoke(cli, ["anchors", "validate", "--anchors", str(path), "--hold-out",
                                           "shape", "--json"]).output)
     assert data["hold_out"] == "shape" and data["overall_same_build"]["tpot"]["n"] == 2
     assert data["overall_cross_build"]["tpot"]["n"] == 0

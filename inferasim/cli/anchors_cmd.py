@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from inferasim.cli.errors import ConfigErrorGroup, named_path
+from inferasim.cli.options import deprecation
 from inferasim.config.errors import ConfigError
 from inferasim.config.paths import read_text
 
@@ -31,6 +32,28 @@ def _pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
                               key=f"{option} {key}")
         out[key] = value.strip()
     return out
+
+
+def anchors_option(help_text: str):
+    """``--anchors PATH``: the anchor folder or file, named as run names it; the old
+    ``--dir`` still works, with a deprecation line."""
+    def wrap(func):
+        func = click.option("--dir", "old_dir", type=click.Path(path_type=Path), hidden=True,
+                            default=None)(func)
+        return click.option("--anchors", "folder", type=click.Path(path_type=Path),
+                            default=None, metavar="PATH", help=help_text)(func)
+    return wrap
+
+
+def _anchor_folder(folder: Path | None, old: Path | None, old_name: str) -> Path | None:
+    """``--anchors``, or the old spelling (``--dir`` or the positional FOLDER) with a line
+    saying so; both at once is an error."""
+    if old is None:
+        return folder
+    if folder is not None:
+        raise click.UsageError(f"give the anchor folder once: --anchors (not also {old_name})")
+    deprecation(old_name, "--anchors PATH")
+    return old
 
 
 def _fmt(value: Any, scale: float = 1.0, digits: int = 1) -> str:
@@ -108,12 +131,18 @@ def import_cmd(source: str, file: Path, out: Path, meta: tuple[str, ...], server
 
 
 @anchors.command("list")
-@click.argument("folder", required=False, type=click.Path(path_type=Path))
+@click.argument("old_folder", metavar="[FOLDER]", required=False,
+                type=click.Path(path_type=Path))
+@anchors_option("Anchor folder or file (default: the shipped anchors/).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def list_cmd(folder: Path | None, as_json: bool) -> None:
-    """List the anchors in FOLDER (default: the shipped anchors/)."""
+def list_cmd(old_folder: Path | None, folder: Path | None, old_dir: Path | None,
+             as_json: bool) -> None:
+    """List the anchors in --anchors (default: the shipped anchors/). FOLDER is the old
+    spelling of --anchors."""
     from inferasim.anchors.store import AnchorStore
 
+    folder = _anchor_folder(folder, old_dir, "--dir")
+    folder = _anchor_folder(folder, old_folder, "the FOLDER argument")
     store = AnchorStore.load(folder)
     if as_json:
         click.echo(json.dumps([r.to_dict() for r in store], indent=1))
@@ -132,15 +161,14 @@ def list_cmd(folder: Path | None, as_json: bool) -> None:
 
 @anchors.command("show")
 @click.argument("anchor_id")
-@click.option("--dir", "folder", type=click.Path(path_type=Path),
-              help="Anchor folder or file (default: anchors/).")
-def show_cmd(anchor_id: str, folder: Path | None) -> None:
+@anchors_option("Anchor folder or file (default: anchors/).")
+def show_cmd(anchor_id: str, folder: Path | None, old_dir: Path | None) -> None:
     """Show one anchor: provenance, regime (unknown axes shown as null), workload, measurements."""
     import attrs
 
     from inferasim.anchors.store import AnchorStore
 
-    store = AnchorStore.load(folder)
+    store = AnchorStore.load(_anchor_folder(folder, old_dir, "--dir"))
     record = store.get(anchor_id)
     data = record.to_dict()
     data["regime"] = attrs.asdict(record.regime)
@@ -155,20 +183,20 @@ def show_cmd(anchor_id: str, folder: Path | None) -> None:
 @click.argument("scenario", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Override a scenario key (repeatable).")
-@click.option("--dir", "folder", type=click.Path(path_type=Path),
-              help="Anchor folder or file, as run's --anchors (default: the scenario's "
-                   "sim.anchors, else anchors/).")
+@anchors_option("Anchor folder or file, as run's --anchors (default: the scenario's "
+                "sim.anchors, else anchors/).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("-v", "--verbose", is_flag=True, help="List every refused anchor.")
-def check_cmd(scenario: Path, overrides: tuple[str, ...], folder: Path | None, as_json: bool,
-              verbose: bool) -> None:
+def check_cmd(scenario: Path, overrides: tuple[str, ...], folder: Path | None,
+              old_dir: Path | None, as_json: bool, verbose: bool) -> None:
     """Which anchors may price SCENARIO: usable, refused (with the axis), build, coverage."""
     from inferasim.anchors.store import AnchorStore
     from inferasim.config.loader import load_scenario
     from inferasim.cost.calibrated import anchor_store_path
 
-    # --dir is the run's --anchors: both set sim.anchors and find it by the same rule, and
-    # without it the scenario's own sim.anchors is what the run would read
+    folder = _anchor_folder(folder, old_dir, "--dir")
+    # --anchors is the run's --anchors: both set sim.anchors and find it by the same rule,
+    # and without it the scenario's own sim.anchors is what the run would read
     given = [f"sim.anchors={folder}"] if folder is not None else []
     resolved = load_scenario(scenario, list(overrides) + given)
     path = anchor_store_path(resolved)
@@ -244,7 +272,9 @@ def _pct(value: float | None) -> str:
 
 
 @anchors.command("validate")
-@click.argument("folder", required=False, type=click.Path(path_type=Path))
+@click.argument("old_folder", metavar="[FOLDER]", required=False,
+                type=click.Path(path_type=Path))
+@anchors_option("Anchor folder or file (default: the shipped anchors/).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("-v", "--verbose", is_flag=True, help="Print every held-out anchor.")
 @click.option("--hold-out", type=click.Choice(["point", "shape"]), default="point",
@@ -255,10 +285,10 @@ def _pct(value: float | None) -> str:
 @click.option("--date-as-build", is_flag=True,
               help="Read each run date as one build where a record names no image or version "
                    "(the InferenceMAX history rows).")
-def validate_cmd(folder: Path | None, as_json: bool, verbose: bool, hold_out: str,
-                 date_as_build: bool) -> None:
-    """Leave-one-out within each regime and build: predict each anchor of FOLDER (default:
-    anchors/; a folder or one anchor file) from the others by replaying its workload with the
+def validate_cmd(old_folder: Path | None, folder: Path | None, old_dir: Path | None,
+                 as_json: bool, verbose: bool, hold_out: str, date_as_build: bool) -> None:
+    """Leave-one-out within each regime and build: predict each anchor of --anchors (default:
+    anchors/; a folder or one anchor file; FOLDER is its old spelling) from the others by replaying its workload with the
     calibrated oracle; print the median and p90 absolute error of throughput per GPU, TPOT and
     TTFT per regime. With --hold-out shape, each anchor is predicted from its regime's anchors
     at other ISL/OSL instead."""
@@ -272,6 +302,8 @@ def validate_cmd(folder: Path | None, as_json: bool, verbose: bool, hold_out: st
     )
     from inferasim.config.knobs import Knobs
 
+    folder = _anchor_folder(folder, old_dir, "--dir")
+    folder = _anchor_folder(folder, old_folder, "the FOLDER argument")
     store = AnchorStore.load(folder)
     if not len(store):
         raise ConfigError("no anchors to validate", file=str(folder))

@@ -4,30 +4,35 @@ from __future__ import annotations
 
 import click
 
+from inferasim.cli.options import override_options, resolve_scenario
+from inferasim.cli.run_cmd import check_completed
 from inferasim.config.knobs import Knobs
-from inferasim.config.loader import load_scenario
 from inferasim.report import strict_json
 
 
 @click.command()
 @click.argument("scenario_a", type=click.Path(dir_okay=False))
 @click.argument("scenario_b", type=click.Path(dir_okay=False))
-@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
-              help="Override applied to both scenarios (e.g. the workload).")
+@override_options
 @click.option("--json", "as_json", is_flag=True, help="Print rows as JSON.")
-def compare(scenario_a, scenario_b, overrides, as_json):
+def compare(scenario_a, scenario_b, overrides, as_json, **flags):
     """Replay SCENARIO_A and SCENARIO_B and print every metric with B - A.
 
-    Throughput is also shown per GPU, so deployments of different sizes compare fairly."""
+    Throughput is also shown per GPU, so deployments of different sizes compare fairly.
+    --set and the shortcut flags apply to both (e.g. the workload)."""
     from inferasim.report.compare import compare_rows, compare_table
     from inferasim.report.run_report import replay_summary
     from inferasim.serve.simulation import simulate
 
     knobs = Knobs.from_env()
+    scenarios = [resolve_scenario(path, overrides, replays=True, **flags)
+                 for path in (scenario_a, scenario_b)]  # both checked before either replays
     summaries, names = [], []
-    for path in (scenario_a, scenario_b):
-        sc = load_scenario(path, list(overrides))
-        summaries.append(replay_summary(simulate(sc, knobs))[1])
+    for sc in scenarios:
+        result = simulate(sc, knobs)
+        summary = replay_summary(result)[1]
+        check_completed(summary, result, sc)
+        summaries.append(summary)
         names.append(sc.name)
     rows = compare_rows(*summaries)
     if as_json:

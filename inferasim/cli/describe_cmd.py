@@ -11,15 +11,18 @@ import yaml
 from inferasim.arch.layout import fit_problem
 from inferasim.arch.memory import GIB, memory_plan
 from inferasim.arch.params import param_counts
-from inferasim.cli.options import resolve_scenario, scenario_options
+from inferasim.cli.options import resolve_scenario, sizing_scenario_options
 from inferasim.config.loader import scenario_to_dict
 
 
 @click.command()
-@scenario_options
+@sizing_scenario_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def describe(scenario, overrides, as_json, **flags):
-    """Show SCENARIO resolved (catalog merged in) with weights, KV bytes and pool size."""
+    """Show SCENARIO resolved (catalog merged in) with weights, KV bytes and pool size.
+
+    Only the flags that size the deployment apply: the replay's own (--exact-steps,
+    --anchors, ...) change nothing a description shows; give them to run."""
     resolved = resolve_scenario(scenario, overrides, check_fit=False, **flags)
     problem = fit_problem(resolved)
     plan = memory_plan(resolved)

@@ -1,25 +1,47 @@
-"""The one way a command reports a user mistake: one line on stderr, exit status 2."""
+"""The one way a command reports a user mistake: one line on stderr, exit status 2; a warning
+is one line too, and an interruption one line and the shell's 128 + signal status."""
 
 from __future__ import annotations
 
 import sys
+import warnings
 from pathlib import Path
 
 import click
 
-from inferasim.config.errors import ConfigError
+from inferasim.cli.interrupt import exit_status, interruptible, signal_name
+from inferasim.config.errors import ConfigError, ConfigWarning
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    if issubclass(category, ConfigWarning):
+        click.echo(f"inferasim: warning: {message}", err=True)
+    else:
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
 
 
 class ConfigErrorGroup(click.Group):
-    """A click group that turns a ConfigError into one line and exit 2 (no traceback), for
+    """A click group that turns a ConfigError into one line and exit 2 (no traceback), a
+    ConfigWarning into one line, and Ctrl-C or SIGTERM into one line and exit 130 or 143, for
     the top-level ``inferasim`` group and for subgroups run on their own."""
 
     def invoke(self, ctx: click.Context):
+        with warnings.catch_warnings(), interruptible():
+            warnings.simplefilter("default", ConfigWarning)
+            warnings.showwarning = _show_warning
+            return self._invoke_reporting(ctx)
+
+    def _invoke_reporting(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except ConfigError as exc:
             click.echo(f"inferasim: error: {exc}", err=True)
             sys.exit(2)
+        except KeyboardInterrupt as exc:
+            # the commands write their results atomically: an interrupted one wrote nothing
+            click.echo(f"\ninferasim: interrupted ({signal_name(exc)}); no result written",
+                       err=True)
+            sys.exit(exit_status(exc))
         except UnicodeDecodeError as exc:
             # a file given as a scenario, trace or result that is not text
             click.echo(f"inferasim: error: an input file is not UTF-8 text ({exc.reason} at "

@@ -101,8 +101,15 @@ def _resolve(target: str, gpu_name: str | None, kv_dtype: str | None, width: int
     model = _catalog_spec("models", ModelSpec, target, "MODEL")
     gpu = _catalog_spec("gpus", GpuSpec, gpu_name or DEFAULT_GPU, "--gpu")
     return {"model": model, "gpu": gpu, "kv_dtype": kv_dtype or _default_kv_dtype(model),
-            "width": width or 1, "phase": phase or "dpa-decode", "attn_tp": 1,
-            "kv_divisor": 1.0, "dpa_decode_scale": None, "source": f"catalog model {target}"}
+            "width": width or 1, "phase": phase or default_phase(model), "attn_tp": 1,
+            "kv_divisor": 1.0, "dpa_decode_scale": None, "source": f"catalog model {target}",
+            "gpu_assumed": gpu_name is None}
+
+
+def default_phase(model: ModelSpec) -> str:
+    """A MoE model is served with attention-DP ranks (its decode phase is dpa-decode); a
+    dense model with tensor parallelism (decode)."""
+    return "dpa-decode" if model.ffn.is_moe else "decode"
 
 
 def _within_window(contexts: list[int], model: ModelSpec) -> tuple[list[int], list[int]]:
@@ -184,8 +191,8 @@ def _fmt_us(x: float | None) -> str:
               callback=_parse_contexts,
               help="Comma-separated contexts in tokens; k = 1024, m = 1024^2 (128k = 131072).")
 @click.option("--phase", type=click.Choice(PHASES), default=None,
-              help="Default: dpa-decode for a model (and for a scenario with attention-DP), "
-                   "decode for a TP scenario.")
+              help="Default: dpa-decode for a MoE model and a scenario with attention-DP, "
+                   "decode for a dense model and a TP scenario.")
 @click.option("--gpu", "gpu_name", default=None,
               help=f"GPU catalog name (default: the scenario's, or {DEFAULT_GPU} for a model).")
 @click.option("--kv-dtype", type=click.Choice(["bf16", "fp8"]), default=None,
@@ -220,7 +227,7 @@ def price(target, contexts, phase, gpu_name, kv_dtype, width, chunk, indexer_cos
         "indexer_cost_scale": scale, "width": r["width"], "attn_tp": r["attn_tp"],
         "dpa_decode_dense": dense, "unit": _unit(phase, r["width"], chunk),
         "ratio": "total attention time (indexing included) / dense attention time",
-        "max_context": model.max_context,
+        "max_context": model.max_context, "gpu_assumed": r.get("gpu_assumed", False),
     }
     if as_json:
         click.echo(json.dumps({**head, "contexts": rows}, indent=2))
@@ -228,6 +235,10 @@ def price(target, contexts, phase, gpu_name, kv_dtype, width, chunk, indexer_cos
     click.echo(f"{model.name} ({model.attention.kind}) on {gpu.name} ({gpu.isa}), phase {phase}, "
                f"KV {r['kv_dtype']}, attention math {math}, indexer {head['indexer_dtype']} "
                f"x cost scale {scale:g}, attn_tp {r['attn_tp']}")
+    if head["gpu_assumed"]:
+        # --json says it in gpu_assumed
+        click.echo(f"note: no --gpu given; priced on {gpu.name}, the default for a catalog "
+                   "model")
     if dense:
         click.echo("INFERASIM_DPA_DECODE_DENSE=1: attention-DP decode charged dense")
     click.echo(f"microseconds = {head['unit']}; ratio = total / dense")

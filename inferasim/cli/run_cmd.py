@@ -7,7 +7,10 @@ from pathlib import Path
 
 import click
 
+from inferasim.cli.metrics_options import metrics_options, parse_percentiles, parse_slo
 from inferasim.cli.options import deployment_title, resolve_scenario, scenario_options
+from inferasim.cli.progress import replay_bar, wanted
+from inferasim.config.errors import ConfigError
 from inferasim.config.knobs import Knobs
 from inferasim.report import strict_json
 from inferasim.report.atomic import check_out_dir
@@ -20,7 +23,9 @@ from inferasim.report.atomic import check_out_dir
               help="Write requests, occupancy, summary.json and the resolved scenario here.")
 @click.option("--format", "out_format", type=click.Choice(["csv", "parquet"]), default="csv",
               help="Format of the request rows in --out.")
-def run(scenario, overrides, as_json, out_dir, out_format, **flags):
+@metrics_options
+def run(scenario, overrides, as_json, out_dir, out_format, percentiles_text, slo_text,
+        **flags):
     """Replay SCENARIO (default: scenarios/quickstart.yaml) and print the summary."""
     # Imported here, as the other commands do: pandas and the simulator load only when run.
     from inferasim.report.run_report import replay_summary, write_outputs
@@ -38,12 +43,16 @@ def run(scenario, overrides, as_json, out_dir, out_format, **flags):
     elif out_format != "csv":
         raise click.UsageError("--format chooses the format of the rows --out writes; "
                                "give --out too")
+    percentiles, slo = parse_percentiles(percentiles_text), parse_slo(slo_text)
     resolved = resolve_scenario(scenario, overrides, replays=True, **flags)
     knobs = Knobs.from_env()
     started = time.perf_counter()
-    result = simulate(resolved, knobs)
-    frame, summary = replay_summary(result)
+    bar, on_clock = replay_bar(wanted(as_json))
+    with bar:
+        result = simulate(resolved, knobs, on_clock=on_clock)
+    frame, summary = replay_summary(result, percentiles=percentiles, slo=slo)
     summary["wall_s"] = time.perf_counter() - started
+    check_completed(summary, result, resolved)  # before --out: a failed run writes nothing
     if out_dir is not None:
         write_outputs(Path(out_dir), result, frame, summary, out_format)
     if as_json:
@@ -61,3 +70,22 @@ def run(scenario, overrides, as_json, out_dir, out_format, **flags):
         title = f"{deployment_title(resolved)}, {wl.format} workload, {load}"
         click.echo(summary_table(summary, title))
         click.echo(f"(simulated {result.end_s:.0f} s in {summary['wall_s']:.2f} s of wall time)")
+
+
+def check_completed(summary: dict, result, scenario) -> None:
+    """A replay in which no request completed measured nothing: a ConfigError saying why
+    (every figure of its summary would be empty or zero, and exit 0 would pass it on)."""
+    if summary.get("requests_completed", 1):
+        return
+    sent, failed = summary.get("requests_sent", 0), summary.get("requests_failed", 0)
+    window = f"[{result.window_start_s:g}, {result.horizon_s:g}] s"
+    if sent == 0:
+        why = (f"no request was sent in the measured window {window} (does the trace end "
+               "before workload.warmup_s, or is workload.duration_s too short?)")
+    elif failed == sent:
+        why = (f"the deployment refused all {sent} requests sent in the measured window "
+               f"(the first: {summary.get('requests_failed_example') or 'no reason given'})")
+    else:
+        why = (f"{sent} requests were sent in the measured window {window} and none finished "
+               f"before the replay ended at {result.end_s:g} s")
+    raise ConfigError(f"no request completed: {why}", file=scenario.path, key="workload")

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-import sys
+import json
 import time
 
 import click
 
 from inferasim.cli.options import flag_overrides, resolve_scenario, scenario_options
+from inferasim.cli.progress import rungs_bar, wanted
+from inferasim.config.errors import ConfigError
 from inferasim.config.knobs import Knobs
+from inferasim.report import strict_json
 from inferasim.report.atomic import check_out_dir
 
 
@@ -47,8 +50,14 @@ def _table(frame) -> str:
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Write results.csv, results.parquet and the plots here (replaced atomically).")
 @click.option("--no-plots", is_flag=True, help="Skip the PNG charts.")
-def sweep(scenario, overrides, ladder, grid_items, jobs, ray_address, out_dir, no_plots, **flags):
-    """Replay SCENARIO at every rung of a concurrency ladder and chart the results."""
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the result rows as one JSON list instead of the table.")
+def sweep(scenario, overrides, ladder, grid_items, jobs, ray_address, out_dir, no_plots,
+          as_json, **flags):
+    """Replay SCENARIO at every rung of a concurrency ladder and chart the results.
+
+    Each rung's result is kept in OUT.partial as it finishes: a sweep stopped (Ctrl-C,
+    SIGTERM, an error) and run again with the same --out replays only the rungs left."""
     from inferasim.sweep.executors import make_executor
     from inferasim.sweep.ladder import (
         build_ladder,
@@ -57,8 +66,10 @@ def sweep(scenario, overrides, ladder, grid_items, jobs, ray_address, out_dir, n
         run_ladder,
         write_results,
     )
+    from inferasim.sweep.resume import ResumingExecutor, partial_dir
 
     check_out_dir(out_dir)  # before the ladder runs: refuse a folder it would clobber
+    refuse_repeated_rungs(ladder)
     concurrency = parse_concurrency(ladder)
     grid = parse_grid(grid_items)
     base = resolve_scenario(scenario, overrides, replays=True, **flags)
@@ -67,21 +78,49 @@ def sweep(scenario, overrides, ladder, grid_items, jobs, ray_address, out_dir, n
     rungs = build_ladder(scenario, all_overrides, concurrency, grid, knobs,
                          resolve=lambda path, ovr: resolve_scenario(path, ovr))
     started = time.perf_counter()
-    with make_executor(jobs, ray_address, tasks=len(rungs)) as executor:
-        if sys.stdout.isatty():
-            with click.progressbar(length=len(rungs), label="sweep", show_pos=True,
-                                   item_show_func=lambda r: r and f"{r.label} c={r.concurrency}",
-                                   file=sys.stderr) as bar:
-                frame = run_ladder(rungs, executor, on_done=lambda r: bar.update(1, r))
-        else:
-            frame = run_ladder(rungs, executor)
+    partial = partial_dir(out_dir)
+    bar, on_done = rungs_bar(len(rungs), wanted(as_json))
+    try:
+        with ResumingExecutor(make_executor(jobs, ray_address, tasks=len(rungs)),
+                              partial) as executor, bar:
+            frame = run_ladder(rungs, executor, on_done=on_done)
+    except KeyboardInterrupt:
+        kept = executor_kept(partial)
+        if kept:
+            click.echo(f"\ninferasim: {kept} finished rung(s) kept in {partial}; run the same "
+                       "command again to resume", err=True)
+        raise
     elapsed = time.perf_counter() - started
     frame.attrs["scenario"] = base.name
     spec = {"scenario": base.path, "overrides": all_overrides, "concurrency": concurrency,
             "grid": dict(grid), "executor": executor.name, "workers": executor.workers,
             "wall_s": elapsed}
     written = write_results(out_dir, frame, base, plots=not no_plots, sweep_spec=spec)
+    executor.store.remove()  # the whole result is in place: the partial rungs are spent
+    if as_json:
+        # pandas writes numpy numbers as JSON numbers and NaN as null
+        click.echo(strict_json.dumps(json.loads(frame.to_json(orient="records"))))
+        return
     click.echo(_table(frame))
+    resumed = f", {executor.resumed} resumed from {partial}" if executor.resumed else ""
     click.echo(f"({len(rungs)} rungs on {executor.name} x{executor.workers} in {elapsed:.1f} s of "
-               f"wall time; wrote {', '.join(written)} to {out_dir})")
+               f"wall time{resumed}; wrote {', '.join(written)} to {out_dir})")
 
+
+def executor_kept(partial) -> int:
+    from inferasim.sweep.resume import RungStore
+
+    return len(RungStore(partial))
+
+
+def refuse_repeated_rungs(ladder: str | None) -> None:
+    """``--concurrency 4,4`` would run one rung where two were asked for: say so instead."""
+    if ladder is None:
+        return
+    seen: set[object] = set()
+    for part in (p.strip() for p in ladder.split(",")):
+        rung = int(part) if part.isdigit() else part  # 4 and 04 are one rung
+        if part and rung in seen:
+            raise ConfigError(f"rung {part} given twice in {ladder!r}; give each concurrency "
+                              "once", key="--concurrency")
+        seen.add(rung)

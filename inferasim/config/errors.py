@@ -23,3 +23,22 @@ class ConfigError(Exception):
             where.append(self.key)
         prefix = ": ".join(where)
         return f"{prefix}: {self.message}" if prefix else self.message
+
+
+class ConfigWarning(UserWarning):
+    """Something accepted that is probably not what was meant (a misspelled knob, a key the
+    workload does not read, an override given twice). The CLI prints it as one line on
+    stderr and goes on."""
+
+    def __init__(self, message: str, *, file: str | None = None, key: str | None = None):
+        self.file = file
+        self.key = key
+        self.message = message
+        super().__init__(ConfigError(message, file=file, key=key).args[0])
+
+
+def warn(message: str, *, file: str | None = None, key: str | None = None) -> None:
+    """Issue a ConfigWarning (shown once per place by Python's default filter)."""
+    import warnings
+
+    warnings.warn(ConfigWarning(message, file=file, key=key), stacklevel=2)

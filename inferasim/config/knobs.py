@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 import attrs
 
-from inferasim.config.errors import ConfigError
+from inferasim.config.errors import ConfigError, warn
 
 
 @attrs.frozen
@@ -36,6 +36,14 @@ KNOBS: tuple[KnobDecl, ...] = (
 )
 
 _BY_NAME = {k.name: k for k in KNOBS}
+PREFIX = "INFERASIM_"
+
+
+def _suggestion(name: str, cutoff: float = 0.6) -> str:
+    import difflib
+
+    near = difflib.get_close_matches(name.strip(), list(_BY_NAME), n=1, cutoff=cutoff)
+    return f" (did you mean {near[0]!r}?)" if near else ""
 
 
 def _parse(decl: KnobDecl, raw: str, origin: str):
@@ -78,6 +86,12 @@ class Knobs:
 
     @classmethod
     def from_mapping(cls, env: Mapping[str, str], origin: str = "environment") -> Knobs:
+        """The knobs ``env`` sets; an ``INFERASIM_*`` name that is no knob is warned about
+        (a misspelled knob would otherwise change nothing without a word)."""
+        for name in sorted(env):
+            if name.startswith(PREFIX) and name not in _BY_NAME:
+                warn(f"not an inferasim knob, ignored{_suggestion(name, 0.75)}; run 'inferasim "
+                     "knobs' to list them", file=origin, key=name)
         values = {}
         for decl in KNOBS:
             if decl.name in env:
@@ -94,11 +108,8 @@ class Knobs:
         name, _, raw = text.partition("=")
         decl = _BY_NAME.get(name.strip())
         if decl is None:
-            import difflib
-
-            near = difflib.get_close_matches(name, list(_BY_NAME), n=1)
-            hint = f" (did you mean {near[0]!r}?)" if near else ""
-            raise ConfigError(f"unknown knob{hint}; run 'inferasim knobs' to list them",
+            raise ConfigError(f"unknown knob{_suggestion(name)}; run 'inferasim knobs' to "
+                              "list them",
                               file=origin, key=name)
         field = decl.name.removeprefix("INFERASIM_").lower()
         return attrs.evolve(self, **{field: _parse(decl, raw, origin)})

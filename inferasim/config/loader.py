@@ -11,9 +11,10 @@ from inferasim.arch.spec import ModelSpec
 from inferasim.config.catalog import DEFAULT_SCENARIO, load_entry
 from inferasim.config.engine_defaults import derived_defaults
 from inferasim.config.errors import ConfigError
-from inferasim.config.overrides import apply_overrides
+from inferasim.config.overrides import OVERRIDE_ORIGIN, apply_overrides
 from inferasim.config.scenario import EngineSpec, Scenario, ScenarioSpec
 from inferasim.config.typed import build_spec, spec_to_dict
+from inferasim.config.workload_reads import warn_unread
 from inferasim.config.yaml_tree import deep_merge, load_tree
 from inferasim.cost.gpu import GpuSpec
 
@@ -53,7 +54,8 @@ def resolve(data: dict[str, Any], origins: dict[str, str], path: str, *,
     engine = build_spec(EngineSpec, merged_engine, prefix="engine", origins=eorigins,
                         default_file=str(path))
 
-    scenario = Scenario(name=spec.name, description=spec.description, path=str(path),
+    description = _description(spec, origins, model.name, gpu.name, engine.name)
+    scenario = Scenario(name=spec.name, description=description, path=str(path),
                         model=model, gpu=gpu, engine=engine, parallel=spec.parallel,
                         speculative=spec.speculative, workload=spec.workload, sim=spec.sim,
                         topology=spec.topology, origins=dict(origins))
@@ -82,6 +84,7 @@ def resolve(data: dict[str, Any], origins: dict[str, str], path: str, *,
                               file=_origin(origins, "engine.scheduler_recv_interval", path),
                               key="engine.scheduler_recv_interval")
     wl = scenario.workload
+    warn_unread(wl.format, origins)
     if wl.format == "random" and wl.isl + wl.osl > model.max_context:
         raise ConfigError(f"isl + osl = {wl.isl + wl.osl} tokens exceed the context of "
                           f"{model.name} ({model.max_context} tokens); the server would refuse "
@@ -95,6 +98,28 @@ def resolve(data: dict[str, Any], origins: dict[str, str], path: str, *,
         for role in ("prefill", "decode"):
             pool_scenario(scenario, role, origins)  # each pool's layout must hold too
     return scenario
+
+
+# Keys a scenario's description states (the quickstart's "Llama-3.1-8B on one H100 under
+# vLLM, ..., 16 clients"): a --set of one of them makes the file's description untrue.
+DESCRIBED_KEYS = ("model.", "gpu.", "engine.name", "parallel.", "topology.", "speculative.",
+                  "workload.format", "workload.concurrency", "workload.rate")
+
+
+def _description(spec: ScenarioSpec, origins: dict[str, str], model: str, gpu: str,
+                 engine: str) -> str:
+    """The file's description, or one derived from what runs when ``--set`` changed what it
+    describes (and did not set the description itself)."""
+    changed = sorted(k for k, v in origins.items()
+                     if v == OVERRIDE_ORIGIN and k.startswith(DESCRIBED_KEYS))
+    if not changed or not spec.description or origins.get("description") == OVERRIDE_ORIGIN:
+        return spec.description
+    wl, par = spec.workload, spec.parallel
+    layout = f"tp {par.tp}" + (f", ep {par.ep}" if par.ep > 1 else "") + \
+        (f", attention-DP {par.dp_attention}" if par.dp_attention > 1 else "")
+    load = f"{wl.rate:g} req/s" if wl.rate is not None else f"{wl.concurrency} clients"
+    return (f"{model} on {gpu} ({layout}) under {engine}, {wl.format} workload, {load} "
+            f"(derived: --set changed {', '.join(changed)})")
 
 
 def pool_scenario(scenario: Scenario, role: str, origins: dict[str, str] | None = None,

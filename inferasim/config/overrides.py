@@ -6,7 +6,7 @@ from typing import Any
 
 import yaml
 
-from inferasim.config.errors import ConfigError
+from inferasim.config.errors import ConfigError, warn
 from inferasim.config.yaml_tree import Origins, parse_yaml
 
 OVERRIDE_ORIGIN = "--set"
@@ -28,7 +28,7 @@ def parse_override(text: str) -> tuple[str, Any]:
 
 
 def apply_overrides(data: dict[str, Any], origins: Origins, overrides: list[str]) -> None:
-    """Apply overrides in place, recording their origin as ``--set``."""
+    """Apply overrides in place, recording their origin as ``--set``; a later one wins."""
     for text in overrides:
         key, value = parse_override(text)
         node = data
@@ -44,3 +44,16 @@ def apply_overrides(data: dict[str, Any], origins: Origins, overrides: list[str]
             node = child
         node[parts[-1]] = value
         origins[key] = OVERRIDE_ORIGIN
+
+
+def warn_repeated(overrides: list[str]) -> None:
+    """A key the user's ``--set`` gives twice with different values: the last is kept, as
+    for a shell variable, but the first may be the one the user reads. (Overrides a command
+    composes on top, such as a sweep's grid values, are not checked: they are meant to win.)"""
+    given: dict[str, Any] = {}
+    for text in overrides:
+        key, value = parse_override(text)
+        if key in given and given[key] != value:
+            warn(f"given twice ({given[key]!r}, then {value!r}); the last is used",
+                 file=OVERRIDE_ORIGIN, key=key)
+        given[key] = value

@@ -18,6 +18,9 @@ MAX_CONCURRENCY = 1_000_000
 MAX_INSTANCES = 4096
 MAX_PAGE_TOKENS = 1 << 16
 MAX_STEP_TOKENS = 1 << 24  # tokens one step may batch
+# A week of simulated arrivals: past any trace or benchmark run (the Mooncake traces span
+# hours), and a mistyped 1e12 would otherwise replay until it runs out of memory.
+MAX_DURATION_S = 7 * 24 * 3600.0
 
 
 @attrs.frozen
@@ -251,14 +254,15 @@ class SyntheticSpec:
 
     system_prompt_tokens: int = attrs.field(default=512, metadata=at_least(0))
     first_prompt_tokens_median: float = attrs.field(default=5200.0, metadata=above(0))
-    first_prompt_sigma: float = 1.24
+    # lognormal sigmas: past 4 a draw overflows (e^(4 x 6 sigma)) rather than being a length
+    first_prompt_sigma: float = attrs.field(default=1.24, metadata=between(0.0, 4.0))
     turn_tokens_median: float = attrs.field(default=490.0, metadata=above(0))
-    turn_sigma: float = 1.8
+    turn_sigma: float = attrs.field(default=1.8, metadata=between(0.0, 4.0))
     output_tokens_median: float = attrs.field(default=350.0, metadata=above(0))
-    output_sigma: float = 0.42
+    output_sigma: float = attrs.field(default=0.42, metadata=between(0.0, 4.0))
     turns_mean: float = attrs.field(default=1.63, metadata=at_least(1))
     think_time_median_s: float = attrs.field(default=10.0, metadata=above(0))
-    think_time_sigma: float = 1.3
+    think_time_sigma: float = attrs.field(default=1.3, metadata=between(0.0, 4.0))
     max_prompt_tokens: int = attrs.field(default=131072, metadata=at_least(2))
     # Granularity of the prompt's block keys (the prefix cache's unit).
     block_tokens: int = attrs.field(default=16, metadata=at_least(1))
@@ -276,8 +280,9 @@ class WorkloadSpec:
     # Seconds of arrivals after the warm-up; None = 600 s for generated workloads, 1800 s for
     # agentic lanes (agentx, sessions: the harness's --benchmark-duration), the whole trace
     # for other recorded ones.
-    duration_s: float | None = attrs.field(default=None, metadata=above(0))
-    warmup_s: float = attrs.field(default=0.0, metadata=at_least(0))
+    duration_s: float | None = attrs.field(default=None,
+                                           metadata={**above(0), "max": MAX_DURATION_S})
+    warmup_s: float = attrs.field(default=0.0, metadata=between(0, MAX_DURATION_S))
     seed: int = attrs.field(default=42, metadata=at_least(0))
     # Open-loop arrival rate (requests/s) for random and synthetic workloads; None = closed loop.
     rate: float | None = attrs.field(default=None, metadata=above(0))
@@ -304,7 +309,7 @@ class WorkloadSpec:
                               metadata=choices("end-to-start", "think-time"))
     # Idle guard: while nothing of a lane is in flight its timers run at most this long
     # (seconds; null = uncapped). idle_cap_ms, when set, overrides it (the CLI's
-    # --des-client-idle-cap-ms; negative = uncapped).
+    # --idle-cap-ms; negative = uncapped).
     idle_cap_s: float | None = 10.0
     idle_cap_ms: float | None = None
     synthetic: SyntheticSpec = attrs.field(factory=SyntheticSpec)

@@ -54,6 +54,33 @@ _Loader.add_implicit_resolver(
 def parse_yaml(text: str):
     return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
 
+# What a parser's context means to someone writing the file: the construct left open.
+_OPENED = {"while parsing a flow mapping": "the '{' opened",
+           "while parsing a flow sequence": "the '[' opened",
+           "while scanning a quoted scalar": "the quote opened",
+           "while parsing a block mapping": "the mapping started",
+           "while parsing a block collection": "the list started"}
+
+
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """What is wrong, in a line: the parser's problem, the construct it was inside and where
+    that began (an unclosed bracket is found only where the parse fails, often far below)."""
+    problem = getattr(exc, "problem", None) or "cannot be parsed"
+    if "'\\t'" in problem:  # the scanner names the character it met
+        return "a tab character; YAML indents with spaces only"
+    context, mark = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+    opened = _OPENED.get(context or "")
+    if opened and mark is not None:
+        hint = ""
+        if "flow" in (context or "") or "quoted" in (context or ""):
+            hint = "; is it closed?"
+        return f"{problem} (inside {opened} at line {mark.line + 1}, column {mark.column + 1}{hint})"
+    if problem == "mapping values are not allowed here":
+        return ("a 'key: value' where a value was expected (a missing space after a colon, "
+                "an indentation that does not match the lines above, or a value to quote)")
+    return problem
+
+
 INHERIT_KEYS = ("extends", "bases")
 
 Origins = dict[str, str]
@@ -71,8 +98,7 @@ def read_yaml_mapping(path: Path) -> dict[str, Any]:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        why = f": {exc.problem}" if isinstance(exc, _DuplicateKey) else ""
-        raise ConfigError(f"not valid YAML{where}{why}", file=str(path)) from None
+        raise ConfigError(f"not valid YAML{where}: {yaml_problem(exc)}", file=str(path)) from None
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -115,11 +115,32 @@ def _fewer_collections():
         gc.set_threshold(*old)
 
 
+def _run(env: simpy.Environment, horizon: float, on_clock) -> None:
+    """``env.run()``, calling ``on_clock(now, horizon)`` between batches of events (the
+    CLI's progress bar). Stepping by hand is what ``run`` does inside, so the replay is the
+    same event for event."""
+    if on_clock is None:
+        env.run()
+        return
+    try:
+        while True:
+            for _ in range(CLOCK_EVERY_EVENTS):
+                env.step()
+            on_clock(env.now, horizon)
+    except simpy.core.EmptySchedule:
+        on_clock(env.now, horizon)
+
+
+#: Events between two ``on_clock`` calls: a few hundred calls a second at most.
+CLOCK_EVERY_EVENTS = 4096
+
+
 def simulate(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
-             source: WorkloadSource | None = None, store=None) -> SimResult:
+             source: WorkloadSource | None = None, store=None, on_clock=None) -> SimResult:
     """Replay ``scenario``. Steps are priced by ``oracle`` when given (every engine shares
     it), else by an oracle per engine role calibrated from ``store`` (default: the anchors
-    the scenario names), at rank level where attention-DP ranks are simulated apart."""
+    the scenario names), at rank level where attention-DP ranks are simulated apart.
+    ``on_clock(now_s, horizon_s)``, when given, is called as the simulated clock advances."""
     knobs = knobs or Knobs()
     wl = scenario.workload
     env = simpy.Environment()
@@ -150,7 +171,7 @@ def simulate(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
         for _ in range(wl.concurrency):
             env.process(closed_loop_client(env, source.next_session, submit, log, horizon))
     with _fewer_collections():
-        env.run()
+        _run(env, horizon, on_clock)
     # A source with a warm-up phase of its own (agentic lanes) opens its window when it ends.
     window_start, horizon = getattr(source, "measured_window", None) or (window_start, horizon)
     calibration = dict(oracles[0].calibration)

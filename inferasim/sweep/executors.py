@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Any, Protocol
@@ -63,17 +65,30 @@ class InProcessExecutor(_Closing):
             yield index, fn(task)
 
 
+def _worker_init() -> None:
+    """A pool worker leaves Ctrl-C to the parent, which ends it (a terminal sends SIGINT to
+    the whole process group; a worker that raised it too would print its own traceback)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+#: How long a stopped worker is given to exit on SIGTERM before it is killed.
+STOP_GRACE_S = 1.0
+
+
 class LocalPoolExecutor(_Closing):
     """A pool of worker processes on this machine (``--jobs N``).
 
     Workers come from a fork server that has already imported ``preload``, so a worker
-    starts in milliseconds and never inherits threads from the parent.
+    starts in milliseconds and never inherits threads from the parent. A run that does not
+    finish (an error, Ctrl-C, SIGTERM) ends its workers at once rather than waiting for
+    the rungs they are running: ``close`` does too, for a run abandoned mid-way.
     """
 
     name = "process-pool"
 
     def __init__(self, workers: int, preload: Sequence[str] = PRELOAD):
         self.workers = workers
+        self._pool: ProcessPoolExecutor | None = None
         methods = multiprocessing.get_all_start_methods()
         if "forkserver" in methods:
             self._context = multiprocessing.get_context("forkserver")
@@ -84,18 +99,47 @@ class LocalPoolExecutor(_Closing):
     def run(self, fn, tasks):
         if not tasks:
             return
-        with ProcessPoolExecutor(max_workers=min(self.workers, len(tasks)),
-                                 mp_context=self._context) as pool:
+        pool = self._pool = ProcessPoolExecutor(max_workers=min(self.workers, len(tasks)),
+                                                mp_context=self._context,
+                                                initializer=_worker_init)
+        finished = False
+        try:
             pending = {pool.submit(fn, task): index for index, task in enumerate(tasks)}
-            try:
-                while pending:
-                    done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                    for future in sorted(done, key=pending.get):
-                        index = pending.pop(future)
-                        yield index, future.result()
-            finally:
-                for future in pending:
-                    future.cancel()
+            while pending:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in sorted(done, key=pending.get):
+                    index = pending.pop(future)
+                    yield index, future.result()
+            finished = True
+        finally:
+            if finished:
+                pool.shutdown(wait=True)
+                self._pool = None
+            else:
+                self.close()
+
+    def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            stop_pool(pool)
+
+
+def stop_pool(pool: ProcessPoolExecutor, grace_s: float = STOP_GRACE_S) -> None:
+    """End a pool's workers now: SIGTERM, then SIGKILL for any still alive after
+    ``grace_s``; queued tasks are dropped. The pool's own shutdown would wait for every
+    running task to finish, which for a long rung is minutes."""
+    # the executor keeps no public handle on its processes; _processes is that handle
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    for proc in processes:
+        if proc.is_alive():
+            proc.terminate()
+    deadline = time.monotonic() + grace_s
+    for proc in processes:
+        proc.join(max(0.0, deadline - time.monotonic()))
+        if proc.is_alive():
+            proc.kill()
+            proc.join(grace_s)
+    pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _split_address(address: str) -> tuple[str, int] | None:
@@ -166,6 +210,7 @@ class RayExecutor(_Closing):
 
     def __init__(self, address: str, timeout_s: float = RAY_CHECK_TIMEOUT_S,
                  local_cpus: int | None = None):
+        _split_address(address)  # a malformed address is refused whether or not Ray is here
         try:
             import ray
         except ImportError:
@@ -173,6 +218,7 @@ class RayExecutor(_Closing):
                               key="--ray") from None
         self._ray = ray
         self._owned = False
+        self._pending: dict = {}
         if not ray.is_initialized():
             kwargs: dict[str, Any] = {"address": address, "log_to_driver": False,
                                       "configure_logging": False}
@@ -194,7 +240,7 @@ class RayExecutor(_Closing):
     def run(self, fn, tasks):
         ray = self._ray
         remote = ray.remote(num_cpus=1, max_retries=0)(fn)
-        pending = {remote.remote(task): index for index, task in enumerate(tasks)}
+        pending = self._pending = {remote.remote(task): index for index, task in enumerate(tasks)}
         try:
             while pending:
                 done, _ = ray.wait(list(pending), num_returns=1)
@@ -208,8 +254,12 @@ class RayExecutor(_Closing):
         finally:
             for ref in pending:
                 ray.cancel(ref, force=True)
+            pending.clear()
 
     def close(self) -> None:
+        for ref in self._pending:  # a run abandoned mid-way (Ctrl-C): its tasks stop too
+            self._ray.cancel(ref, force=True)
+        self._pending = {}
         if self._owned and self._ray.is_initialized():
             self._ray.shutdown()
 

@@ -23,12 +23,10 @@ How a trace becomes a tree (docs/agentic.md gives the evidence):
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import math
 import os
-import zlib
 from bisect import bisect_left
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,6 +35,7 @@ import numpy as np
 
 from inferasim.config.errors import ConfigError
 from inferasim.workload.lanes import CORPUS_VERSION, CorpusBuilder, LaneDriver, TreeCorpus
+from inferasim.workload.text_lines import numbered_lines
 from inferasim.workload.trace_path import resolve_trace_path
 
 AGENTX_DEFAULT_DURATION_S = 1800.0
@@ -104,18 +103,14 @@ def iter_trace_dicts(path: Path) -> Iterator[tuple[str, object]]:
     compressed file cut short or not compressed, is a ValueError saying where."""
     files = _trace_files(path) if path.is_dir() else [path]
     for f in files:
-        opener = gzip.open if f.suffix == ".gz" else open
-        try:
-            with opener(f, "rt", encoding="utf-8") as fh:
-                if f.name.endswith((".jsonl", ".jsonl.gz")):
-                    for lineno, line in enumerate(fh, 1):
-                        line = line.strip()
-                        if line:
-                            yield f"{f}: line {lineno}", _decoded(line, f"{f}: line {lineno}")
-                else:
-                    yield str(f), _decoded(fh.read(), str(f))
-        except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
-            raise ValueError(f"{f}: not a whole gzip file ({exc})") from None
+        if f.name.endswith((".jsonl", ".jsonl.gz")):
+            for lineno, line in numbered_lines(f, "AgentX traces, one JSON object a line"):
+                line = line.strip()
+                if line:
+                    yield f"{f}: line {lineno}", _decoded(line, f"{f}: line {lineno}")
+        else:
+            text = "".join(line for _, line in numbered_lines(f, "an AgentX trace (JSON)"))
+            yield str(f), _decoded(text, str(f))
 
 
 def _decoded(text: str, where: str) -> object:

@@ -59,7 +59,8 @@ def load_bailian(path: Path) -> StampedTrace:
     parent = [row_of.get(p, -1) if p >= 0 else -1 for p in parents]
     _check_acyclic(parent, chats, path)
     delays = [math.nan] * len(ins)
-    return build_trace(times, delays, ins, outs, ids, parent, BAILIAN_BLOCK_TOKENS, True)
+    return build_trace(times, delays, ins, outs, ids, parent, BAILIAN_BLOCK_TOKENS, True,
+                       source=str(path))
 
 
 def _check_acyclic(parent: list[int], chats: list[int], path: Path) -> None:

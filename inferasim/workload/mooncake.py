@@ -107,7 +107,8 @@ def load_mooncake(path: Path, implicit_turns: bool = True) -> StampedTrace:
         parent = [-1] * len(ins)
         for k, p in enumerate(by_time):
             parent[int(order[k])] = int(order[p]) if p >= 0 else -1
-    return build_trace(times, delays, ins, outs, ids, parent, MOONCAKE_BLOCK_TOKENS, explicit)
+    return build_trace(times, delays, ins, outs, ids, parent, MOONCAKE_BLOCK_TOKENS, explicit,
+                       source=str(path))
 
 
 def _session_parents(sessions: list[str | None], times: list[float], path: Path) -> list[int]:

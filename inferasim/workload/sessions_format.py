@@ -23,7 +23,6 @@ named ``prefix`` shared by every stream that names it.
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 from collections.abc import Iterator
@@ -32,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from inferasim.workload.lanes import CorpusBuilder, TreeCorpus
+from inferasim.workload.text_lines import numbered_lines
 
 MAIN = "main"
 DEFAULT_BLOCK_TOKENS = 64
@@ -45,12 +45,10 @@ class SessionFormatError(ValueError):
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            line = line.strip()
-            if line and not line.startswith("#"):
-                yield n, line
+    for n, line in numbered_lines(path, "a sessions JSONL trace"):
+        line = line.strip()
+        if line and not line.startswith("#"):
+            yield n, line
 
 
 def _num(turn: dict, key: str, where: str, default=None, *, integer: bool = False):

@@ -19,35 +19,25 @@ from pathlib import Path
 import attrs
 import numpy as np
 
-from inferasim.config.errors import ConfigError
+from inferasim.config.errors import ConfigError, warn
 from inferasim.workload.request import Arrival, RequestSpec
-
-
-def _lines(fh, path: Path) -> Iterator[tuple[int, str]]:
-    lineno = 0
-    try:
-        for lineno, line in enumerate(fh, 1):
-            yield lineno, line
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"line {lineno + 1}: not UTF-8 text ({exc.reason}); expected a "
-                          "JSONL trace", file=str(path)) from None
+from inferasim.workload.text_lines import numbered_lines
 
 
 def jsonl_records(path: Path, kind: str) -> Iterator[tuple[int, dict]]:
-    """(line number, record) for each non-blank line of a JSONL trace."""
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in _lines(fh, path):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ConfigError(f"line {lineno}: not JSON ({exc.msg}); expected one {kind} "
-                                  "record per line", file=str(path)) from None
-            if not isinstance(row, dict):
-                raise ConfigError(f"line {lineno}: expected a {kind} record (a JSON object)",
-                                  file=str(path))
-            yield lineno, row
+    """(line number, record) for each non-blank line of a JSONL trace (gzip or not)."""
+    for lineno, line in numbered_lines(path, f"a {kind} JSONL trace"):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"line {lineno}: not JSON ({exc.msg}); expected one {kind} "
+                              "record per line", file=str(path)) from None
+        if not isinstance(row, dict):
+            raise ConfigError(f"line {lineno}: expected a {kind} record (a JSON object)",
+                              file=str(path))
+        yield lineno, row
 
 
 @attrs.frozen
@@ -89,11 +79,14 @@ def _order_times(times: np.ndarray, delays: np.ndarray, parent: np.ndarray) -> n
 
 def build_trace(times: Sequence[float], delays: Sequence[float], inputs: Sequence[int],
                 outputs: Sequence[int], ids: Sequence[np.ndarray], parent: Sequence[int],
-                block_tokens: int, explicit_sessions: bool) -> StampedTrace:
+                block_tokens: int, explicit_sessions: bool,
+                source: str | None = None) -> StampedTrace:
     """Rows in file order, ``parent`` as file indices (a parent before its child) -> a trace
     in order-time order (ties in file order) with the parents renumbered. Outputs of 0 become
-    1: every request returns its first token."""
+    1: every request returns its first token. Stamps out of file order are warned about
+    (naming ``source``): they are replayed in time order, which may not be what was meant."""
     times_a = np.asarray(times, dtype=np.float64)
+    _warn_unsorted(times_a, source)
     delays_a = np.asarray(delays, dtype=np.float64)
     parent_a = np.asarray(parent, dtype=np.int64)
     order_times = _order_times(times_a, delays_a, parent_a)
@@ -105,6 +98,17 @@ def build_trace(times: Sequence[float], delays: Sequence[float], inputs: Sequenc
     return StampedTrace(times_a[order], delays_a[order], np.asarray(inputs)[order],
                         np.maximum(np.asarray(outputs)[order], 1), [ids[i] for i in order],
                         par, order_times[order], block_tokens, explicit_sessions)
+
+
+def _warn_unsorted(times: np.ndarray, source: str | None) -> None:
+    stamped = np.flatnonzero(~np.isnan(times))  # rows timed by a delay carry no stamp
+    stamps = times[stamped]
+    back = np.flatnonzero(np.diff(stamps) < 0)
+    if back.size:
+        i, j = int(stamped[back[0]]), int(stamped[back[0] + 1])
+        warn(f"timestamps are not sorted: record {j + 1} ({times[j]:g} s) comes after record "
+             f"{i + 1} ({times[i]:g} s), {back.size} such step(s) back in all; replayed in "
+             "timestamp order", file=source)
 
 
 def ideal_hit_rate(trace: StampedTrace) -> float:

@@ -3,7 +3,6 @@ and the prefix reuse an infinite cache would see."""
 
 from __future__ import annotations
 
-import gzip
 import json
 from pathlib import Path
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from inferasim.workload.lanes import TreeCorpus
+from inferasim.workload.text_lines import open_text
 
 PCTS = (10, 50, 90, 99)
 FORMATS = ("agentx", "sessions", "mooncake", "bailian")
@@ -125,8 +125,7 @@ def stamped_stats(trace) -> dict[str, Any]:
 def detect_format(path: Path) -> str:
     if path.is_dir():
         return "agentx"
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as fh:
+    with open_text(path) as fh:
         for lineno, line in enumerate(fh, 1):
             line = line.strip()
             if not line or line.startswith("#"):

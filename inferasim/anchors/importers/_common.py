@@ -36,14 +36,29 @@ def need_file(path: str | Path) -> Path:
     return path
 
 
-def read_json(path: str | Path) -> Any:
+def read_json(path: str | Path, expected: str = "a JSON file") -> Any:
+    """The file's JSON; ``expected`` names the file the importer reads (the tool and the
+    option that writes it), for the error a file of another kind raises."""
     path = need_file(path)
+    text = read_text(path, expected)
     try:
-        return json.loads(path.read_text())
+        return json.loads(text)
     except ValueError as exc:
-        raise ConfigError(f"not valid JSON ({exc})", file=str(path)) from None
-    except UnicodeDecodeError:
-        raise ConfigError("not a text file", file=str(path)) from None
+        raise ConfigError(f"not valid JSON ({exc}); expected {expected}{_looks_like(text)}",
+                          file=str(path)) from None
+
+
+def _looks_like(text: str) -> str:
+    """What a file that is not JSON seems to be, from its first line: a hint at a mix-up."""
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    if not first:
+        return "; the file is empty"
+    if first.startswith("{") and len(text.splitlines()) > 1:
+        return "; it looks like JSON lines (one object per line), as sglang-bench writes"
+    if "," in first and not first.startswith(("{", "[")):
+        shown = first if len(first) <= 60 else first[:57] + "..."
+        return f"; it looks like CSV (first line: {shown!r})"
+    return ""
 
 
 def read_csv_whole(path: Path) -> pd.DataFrame:

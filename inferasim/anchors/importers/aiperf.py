@@ -73,7 +73,7 @@ def _stat(metrics: Mapping[str, Mapping[str, Any]], name: str, stat: str = "avg"
 def import_aiperf(path: str | Path, *, hints: Mapping[str, Any] | None = None,
                   server_args: Mapping[str, Any] | None = None) -> list[AnchorRecord]:
     """One anchor from an AIPerf profile export JSON."""
-    data = read_json(path)
+    data = read_json(path, "the profile_export_aiperf.json AIPerf writes")
     file = str(path)
     if not isinstance(data, Mapping):
         raise ConfigError("expected a JSON object (an AIPerf profile export)", file=file)

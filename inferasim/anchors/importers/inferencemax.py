@@ -46,7 +46,7 @@ TOOL = "InferenceX utils/bench_serving (vLLM benchmark_serving fork), random dat
 def _rows(path: Path) -> list[dict[str, Any]]:
     if path.suffix == ".csv":
         return read_csv_whole(path).to_dict(orient="records")
-    data = read_json(path)
+    data = read_json(path, "InferenceMAX results (.json, or .csv)")
     if isinstance(data, Mapping):
         data = [data]
     if not isinstance(data, list) or not all(isinstance(r, Mapping) for r in data):

@@ -101,7 +101,7 @@ def with_per_gpu(record: AnchorRecord) -> AnchorRecord:
 def import_vllm_bench(path: str | Path, *, hints: Mapping[str, Any] | None = None,
                       server_args: Mapping[str, Any] | None = None) -> list[AnchorRecord]:
     """One anchor from a vLLM benchmark result JSON."""
-    data = read_json(path)
+    data = read_json(path, "the JSON file `vllm bench serve --save-result` writes")
     if not isinstance(data, Mapping):
         raise ConfigError("expected a JSON object (one vLLM benchmark result)", file=str(path))
     record = record_from_result(data, file=str(path), server_args=server_args)
