@@ -166,3 +166,19 @@ def test_a_knob_that_cannot_apply_fails_before_any_rung_runs():
            "parallel.dp_attention=8", "engine.name=sglang"]
     with pytest.raises(ConfigError, match="INFERASIM_DES_LOCKSTEP=3 must divide"):
         build_ladder(None, dpa, [4], [("INFERASIM_DES_LOCKSTEP", ["1", "3"])])
+
+
+def test_sweep_reports_the_asked_percentiles_and_goodput_on_every_rung(tmp_path):
+    from inferasim.cli.main import cli
+
+    result = CliRunner().invoke(cli, ["sweep", "--concurrency", "2,4", "--set",
+                                      "workload.duration_s=60", "--percentiles", "99.9",
+                                      "--slo", "ttft=500,tpot=50", "--out",
+                                      str(tmp_path / "s"), "--no-plots", "--jobs", "1",
+                                      "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert [r["concurrency"] for r in rows] == [2, 4]
+    for row in rows:
+        assert row["ttft_p99.9_s"] >= row["ttft_p99_s"]
+        assert 0 <= row["request_goodput"] <= row["request_throughput"]

@@ -7,6 +7,7 @@ import time
 
 import click
 
+from inferasim.cli.metrics_options import metrics_options, parse_percentiles, parse_slo
 from inferasim.cli.options import flag_overrides, resolve_scenario, scenario_options
 from inferasim.cli.progress import rungs_bar, wanted
 from inferasim.config.errors import ConfigError
@@ -52,8 +53,9 @@ def _table(frame) -> str:
 @click.option("--no-plots", is_flag=True, help="Skip the PNG charts.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the result rows as one JSON list instead of the table.")
+@metrics_options
 def sweep(scenario, overrides, ladder, grid_items, jobs, ray_address, out_dir, no_plots,
-          as_json, **flags):
+          as_json, percentiles_text, slo_text, **flags):
     """Replay SCENARIO at every rung of a concurrency ladder and chart the results.
 
     Each rung's result is kept in OUT.partial as it finishes: a sweep stopped (Ctrl-C,
@@ -70,6 +72,7 @@ def sweep(scenario, overrides, ladder, grid_items, jobs, ray_address, out_dir, n
 
     check_out_dir(out_dir)  # before the ladder runs: refuse a folder it would clobber
     refuse_repeated_rungs(ladder)
+    percentiles, slo = parse_percentiles(percentiles_text), parse_slo(slo_text)
     concurrency = parse_concurrency(ladder)
     grid = parse_grid(grid_items)
     base = resolve_scenario(scenario, overrides, replays=True, **flags)
@@ -83,7 +86,8 @@ def sweep(scenario, overrides, ladder, grid_items, jobs, ray_address, out_dir, n
     try:
         with ResumingExecutor(make_executor(jobs, ray_address, tasks=len(rungs)),
                               partial) as executor, bar:
-            frame = run_ladder(rungs, executor, on_done=on_done)
+            frame = run_ladder(rungs, executor, on_done=on_done, percentiles=percentiles,
+                               slo=slo)
     except KeyboardInterrupt:
         kept = executor_kept(partial)
         if kept:

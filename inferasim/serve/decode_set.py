@@ -201,6 +201,8 @@ class DecodeSet:
                                   + (self.steps[:n] + steps[:, None]) * self.adv[:n])
 
     def remaining_output(self) -> np.ndarray:
+        """Output each row may still generate as the engine believes it (its max_tokens, the
+        ``max_new`` given to ``add``), not the true length: the output reserve reads it."""
         return self.out[: len(self.reqs)] - self.generated()
 
 

@@ -81,7 +81,3 @@ class LiveRequest:
     def match_keys(self):
         """The block keys an admission matches against the cache."""
         return self.spec.keys if self.resume_keys is None else self.resume_keys
-
-    @property
-    def remaining_output(self) -> float:
-        return self.spec.output_tokens - self.generated

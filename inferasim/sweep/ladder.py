@@ -145,14 +145,17 @@ def build_ladder(scenario_path: str | None, overrides: Sequence[str], concurrenc
     return rungs
 
 
-def run_replay(task: tuple[Scenario, Knobs]) -> tuple[dict[str, Any], float]:
-    """One replay and its summary; the unit of work every executor runs."""
+def run_replay(task: tuple) -> tuple[dict[str, Any], float]:
+    """One replay and its summary; the unit of work every executor runs. ``task``: (scenario,
+    knobs) or (scenario, knobs, percentiles, slo) for the summary's extra percentiles and
+    goodput SLOs (``summarize``)."""
     from inferasim.report.run_report import replay_summary
     from inferasim.serve.simulation import simulate
 
-    scenario, knobs = task
+    scenario, knobs, *metrics = task
+    percentiles, slo = metrics if metrics else (None, None)
     started = time.perf_counter()
-    _, summary = replay_summary(simulate(scenario, knobs))
+    _, summary = replay_summary(simulate(scenario, knobs), percentiles=percentiles, slo=slo)
     return summary, time.perf_counter() - started
 
 
@@ -188,14 +191,18 @@ def rung_row(rung: Rung, summary: dict[str, Any], wall_s: float) -> dict[str, An
 
 
 def run_ladder(rungs: Sequence[Rung], executor,
-               on_done: Callable[[Rung], None] | None = None) -> pd.DataFrame:
+               on_done: Callable[[Rung], None] | None = None,
+               percentiles: Sequence[float] | None = None,
+               slo: dict[str, float] | None = None) -> pd.DataFrame:
     """Run every rung on ``executor``; one row per rung, in rung order.
 
     Rungs are handed out largest first (more clients, longer replay): a pool that takes the
     long ones early finishes with its workers evenly loaded. The rows go back in rung order.
     """
     order = sorted(range(len(rungs)), key=lambda i: -_expected_cost(rungs[i]))
-    tasks = [(rungs[i].scenario, rungs[i].knobs) for i in order]
+    extra = () if percentiles is None and slo is None else (
+        None if percentiles is None else list(percentiles), slo)
+    tasks = [(rungs[i].scenario, rungs[i].knobs, *extra) for i in order]
     rows: list[dict[str, Any] | None] = [None] * len(rungs)
     for position, (summary, wall_s) in executor.run(run_replay, tasks):
         rung = rungs[order[position]]

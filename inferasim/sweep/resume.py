@@ -40,11 +40,12 @@ def _version() -> str:
         return "unknown"
 
 
-def task_key(task: tuple[Any, Any]) -> str:
-    """The hash of what decides a rung's result: its resolved scenario and knobs."""
-    scenario, knobs = task
+def task_key(task: tuple[Any, ...]) -> str:
+    """The hash of what decides a rung's result: its resolved scenario and knobs (and the
+    summary's percentiles and SLOs, when the task carries them)."""
+    scenario, knobs, *metrics = task
     text = json.dumps({"scenario": scenario_to_dict(scenario), "knobs": attrs.asdict(knobs),
-                       "version": _version()}, sort_keys=True, default=str)
+                       "metrics": metrics, "version": _version()}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
