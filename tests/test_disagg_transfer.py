@@ -37,13 +37,19 @@ def _send_at(env: simpy.Environment, link: KVLink, at: float, nbytes: float, log
 
 # (a) processor sharing ------------------------------------------------------------------
 
-def test_two_transfers_started_together_each_take_twice_as_long_and_finish_together():
+def _sends(*sends):
+    """Run ``(at, bytes, name)`` transfers on one 1 GB/s, 1 ms link; (link, done times)."""
     env = simpy.Environment()
     link = KVLink(env, 1 * GB, 1e-3)
     log: dict = {}
-    _send_at(env, link, 0.0, 1e8, log, "a")
-    _send_at(env, link, 0.0, 1e8, log, "b")
+    for at, nbytes, name in sends:
+        _send_at(env, link, at, nbytes, log, name)
     env.run()
+    return link, log
+
+
+def test_two_transfers_started_together_each_take_twice_as_long_and_finish_together():
+    link, log = _sends((0.0, 1e8, "a"), (0.0, 1e8, "b"))
     alone = link.seconds_alone(1e8)
     assert alone == pytest.approx(0.101)
     assert log["a"] == log["b"]  # drained at the same event
@@ -55,12 +61,7 @@ def test_a_transfer_joining_halfway_shares_the_rest_piecewise():
     # A (1e8 B at 1 GB/s) alone for 0.05 s sends half; then A and C share 0.5 GB/s each:
     # A's last 5e7 B take 0.1 s (drained at 0.15), C has sent 5e7 B by then and its last
     # 5e7 B go alone in 0.05 s (drained at 0.2); each is done 1 ms after its last byte.
-    env = simpy.Environment()
-    link = KVLink(env, 1 * GB, 1e-3)
-    log: dict = {}
-    _send_at(env, link, 0.0, 1e8, log, "a")
-    _send_at(env, link, 0.05, 1e8, log, "c")
-    env.run()
+    link, log = _sends((0.0, 1e8, "a"), (0.05, 1e8, "c"))
     assert log["a"] == pytest.approx(0.151, rel=1e-12)
     assert log["c"] == pytest.approx(0.201, rel=1e-12)
     assert link.busy_s == pytest.approx(0.2, rel=1e-12)

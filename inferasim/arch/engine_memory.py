@@ -20,11 +20,11 @@ the one rank's figure.
 from __future__ import annotations
 
 import math
-import re
 
 import attrs
 
 from inferasim.arch.activation import ActivationPeak, activation_peak
+from inferasim.config import versions
 
 GIB = 1024**3
 MIB = 1024**2
@@ -78,8 +78,8 @@ class MemoryBreakdown:
 
 def version_tuple(version: str) -> tuple[int, int] | None:
     """(major, minor) of a version string such as ``0.24``, ``v0.21.0-rocm``; None if none."""
-    found = re.search(r"(\d+)\.(\d+)", version or "")
-    return (int(found.group(1)), int(found.group(2))) if found else None
+    full = versions.version_tuple(version)
+    return None if full is None else full[:2]
 
 
 def vllm_gpu_memory_utilization(version: str) -> float | None:

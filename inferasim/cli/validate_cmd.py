@@ -58,10 +58,9 @@ def _table(rows) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the rows and cliffs as JSON.")
 def agentx(csv_path, overrides, only, ladder_filter, trace, jobs, as_json):
     """Replay every rung of the measured AgentX ladders in CSV (agentx_dev_ladders.csv)."""
-    from inferasim.config.loader import load_scenario
     from inferasim.sweep.executors import make_executor
     from inferasim.sweep.ladder import parse_concurrency, run_replay
-    from inferasim.validate.agentx import HARNESS, cliff, compare_row, read_ladders, recipe_for
+    from inferasim.validate.agentx import cliff, compare_row, read_ladders, rung_scenario
 
     rungs = read_ladders(csv_path, trace)
     wanted = parse_concurrency(only)
@@ -72,16 +71,7 @@ def agentx(csv_path, overrides, only, ladder_filter, trace, jobs, as_json):
     if not rungs:
         raise click.UsageError("no rung of the file is left to replay by --concurrency/--ladder")
     knobs = Knobs.from_env()
-    tasks = []
-    for rung in rungs:
-        base = recipe_for(rung.overrides)
-        sets = list(rung.overrides) + list(overrides)
-        if base is not None:
-            from inferasim.config.yaml_tree import load_tree
-
-            data, _ = load_tree(base)
-            sets = _flatten(data) + sets
-        tasks.append((load_scenario(HARNESS, sets), knobs))
+    tasks = [(rung_scenario(rung, overrides), knobs) for rung in rungs]
     summaries: list = [None] * len(tasks)
     with make_executor(jobs) as ex:
         for index, (summary, _) in ex.run(run_replay, tasks):
@@ -107,13 +97,3 @@ def agentx(csv_path, overrides, only, ladder_filter, trace, jobs, as_json):
 def _cliff_text(c) -> str:
     return "none in these rungs" if c is None else f"c{c[0]} -> c{c[1]}"
 
-
-def _flatten(data, prefix: str = "") -> list[str]:
-    """A recipe's keys as --set overrides (applied before the row's and the user's)."""
-    out = []
-    for key, value in data.items():
-        if isinstance(value, dict):
-            out.extend(_flatten(value, f"{prefix}{key}."))
-        else:
-            out.append(f"{prefix}{key}={str(value).lower() if isinstance(value, bool) else value}")
-    return out

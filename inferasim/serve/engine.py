@@ -113,7 +113,7 @@ class EngineInstance(EngineCore):
             if held >= self.max_num_seqs:
                 return
             keep = self._prealloc_keep * (held + 1)
-            if not self.kv.preallocate(req, keep):
+            if not self.kv.preallocate(req, keep, self.env.now):
                 if held == 0:  # an empty instance cannot take it: it never will
                     req.failed = self.kv.refusal(req.spec.prompt_tokens, "decode pool")
                     queue.pop(0)

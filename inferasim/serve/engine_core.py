@@ -78,7 +78,6 @@ class EngineCore:
         self._recv_count = 0
         self.inbox: list[LiveRequest] = []
         self._reserve_output = policy.reserve_output
-        self._ratio_init = policy.ratio_init
         self._ratio_min = policy.ratio_min
         self._ratio_decay = (policy.ratio_init - policy.ratio_min) \
             / max(1, policy.ratio_decay_steps)

@@ -7,12 +7,12 @@ with sources: docs/engines.md.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 import attrs
 
 from inferasim.config.scenario import EngineSpec
+from inferasim.config.versions import version_tuple
 from inferasim.serve.policies import QUEUE_ORDERS, queue_order_for, victim_for
 
 # vLLM recorded a waiting request's prefix lookup every time the scheduler tried it, so a
@@ -20,26 +20,18 @@ from inferasim.serve.policies import QUEUE_ORDERS, queue_order_for, victim_for
 # merged 2026-07-16) records it once, at admission. The first release holding the fix is
 # taken as 0.25 [U: 0.25 was not downloaded; 0.24.0 predates the merge on our reading].
 _VLLM_LOOKUP_FIX = (0, 25)
-# Preempted requests' lookups go to vLLM's separate preempted_* counters, left out of the
-# hit rate (PR #45202's description of the handled preemption case; vllm issue #25780).
 _VLLM_FULL_ISL_GATE = (0, 19)
 _SGLANG_FCFS_FROM = (0, 4, 3)
 
-
-def version_tuple(version: str) -> tuple[int, ...] | None:
-    """``"0.22.0"`` -> (0, 22, 0); a version that is not dotted numbers (a git id) -> None."""
-    m = re.match(r"v?(\d+(?:\.\d+)*)", version.strip())
-    return tuple(int(p) for p in m.group(1).split(".")) if m else None
+__all__ = ["EnginePolicy", "PrefixCounter", "queue_policy_for", "version_tuple"]
 
 
 @attrs.frozen
 class PrefixCounter:
     """What the engine's own prefix-cache counter adds up: every lookup (a request blocked at
-    the head of the queue is looked up again each step) or one per admission; whether the
-    lookups of preempted requests' re-admissions count."""
+    the head of the queue is looked up again each step) or one per admission."""
 
     per_lookup: bool = False
-    counts_preempted: bool = False
 
     @classmethod
     def for_engine(cls, spec: EngineSpec) -> PrefixCounter:
@@ -50,7 +42,7 @@ class PrefixCounter:
                 v = version_tuple(spec.version)
                 if v is not None and v < _VLLM_LOOKUP_FIX:
                     mode = "per-lookup"
-        return cls(per_lookup=mode == "per-lookup", counts_preempted=False)
+        return cls(per_lookup=mode == "per-lookup")
 
 
 def queue_policy_for(spec: EngineSpec) -> str:
@@ -130,13 +122,3 @@ class EnginePolicy:
             allocates_per_step=spec.kv_allocation == "per-step",
             gates_whole_sequence=_gates_whole_sequence(spec),
         )
-
-    def describe(self) -> dict[str, str | bool | int]:
-        """The policy as a user reads it (describe --json, the run report)."""
-        return {"queue_policy": self.queue_policy, "eviction": self.eviction,
-                "requeue": "front" if self.requeue_front else "back",
-                "preemption_keeps_blocks": self.keeps_blocks,
-                "caches_prompt_chunks": self.caches_chunks,
-                "reserves_output": self.reserve_output,
-                "prefix_counter": "per-lookup" if self.counter.per_lookup else "per-admission",
-                "kv_allocation": "per-step" if self.allocates_per_step else "admission"}

@@ -33,7 +33,9 @@ class KVManager:
         self.counter = counter if counter is not None else PrefixCounter()
         self.held = 0  # finished requests whose KV stays pinned for a transfer (holds_kv)
         self.tier = None  # a host KV tier behind the pool (serve/offload.HostTier), if any
-        self._prealloc_clock = None
+        # A preallocation first matches this cache (a vLLM decode instance counts its own
+        # hits before it pulls the rest: get_num_new_matched_tokens, engines.md 6)
+        self.prealloc_matches = False
 
     def refusal(self, tokens: int, pool: str = "pool") -> str:
         """Why a request of ``tokens`` context can never be admitted into this pool."""
@@ -75,21 +77,14 @@ class KVManager:
         """Tokens an admission may use: free plus what eviction could free."""
         return self.pool.free + self.cache.evictable_tokens
 
-    def match_on_preallocate(self, clock) -> None:
-        """Preallocation first matches the request's prefix in this cache at ``clock()`` and
-        allocates only the rest: a vLLM decode instance counts its own hits before it pulls
-        the remainder (get_num_new_matched_tokens, engines.md 6)."""
-        self._prealloc_clock = clock
-
-    def preallocate(self, req: LiveRequest, keep_free: float) -> bool:
+    def preallocate(self, req: LiveRequest, keep_free: float, now: float = 0.0) -> bool:
         """Allocate the whole prompt's pages ahead of its KV (a disaggregated decode instance's
         preallocation) when ``keep_free`` tokens stay available beside them; with
-        ``match_on_preallocate``, the cached prefix is locked (``req.tree_tokens``) and only
-        the uncached tail allocated."""
+        ``prealloc_matches``, the prefix cached here at ``now`` is locked
+        (``req.tree_tokens``) and only the uncached tail allocated."""
         node, hit = self.cache.root, 0
-        if self._prealloc_clock is not None and self.prefix_caching:
-            match = self.cache.match_prefix(req.match_keys, self._prealloc_clock(),
-                                            self._matchable_blocks(req))
+        if self.prealloc_matches and self.prefix_caching:
+            match = self.cache.match_prefix(req.match_keys, now, self._matchable_blocks(req))
             node, hit = match.node, match.tokens
         self.cache.lock(node)
         pages = self.pages(req.spec.prompt_tokens - hit)
@@ -162,9 +157,10 @@ class KVManager:
 
     def _count(self, req: LiveRequest, hit: int) -> None:
         """Add one lookup to the engine's prefix-cache counter (vLLM: the request's tokens so
-        far, and the block-aligned hit); a preempted request's re-admission only where the
-        engine counts those; never a disaggregated decode side's landing of its KV."""
-        if req.prefilled or (req.preemptions and not self.counter.counts_preempted):
+        far, and the block-aligned hit); never a preempted request's re-admission (vLLM keeps
+        those in separate preempted_* counters, out of the hit rate: PR #45202, vllm issue
+        #25780) nor a disaggregated decode side's landing of its KV."""
+        if req.prefilled or req.preemptions:
             return
         req.lookup_tokens += req.target
         req.lookup_hit_tokens += hit

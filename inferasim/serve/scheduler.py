@@ -89,6 +89,28 @@ def _admit(eng: EngineInstance, step: Step, now: float, budget: TokenBudget,
             break  # a single request may be mid-chunk at a time
 
 
+def _grow_or_preempt(eng: EngineInstance, step: Step, req: LiveRequest, tokens: float,
+                     now: float, preempted: set[int], budget: TokenBudget | None = None) -> bool:
+    """Make ``req``'s pages cover ``tokens``, preempting by the engine's policy until they
+    fit; a victim already in the step leaves it (giving its tokens back to ``budget``, as
+    vLLM's running loop does). False when ``req`` itself was the victim."""
+    while not eng.kv.grow(req, tokens):
+        victim = eng.preempt_one(now)
+        preempted.add(victim.rid)
+        if victim in step.decodes:
+            step.decodes.remove(victim)
+            if budget is not None:
+                budget.give_back(eng.width)
+        if budget is not None:
+            for r, c in step.prefills:
+                if r is victim:
+                    budget.give_back(c)
+        step.prefills[:] = [(r, c) for r, c in step.prefills if r is not victim]
+        if victim is req:
+            return False
+    return True
+
+
 def _decode_room(eng: EngineInstance, step: Step, req: LiveRequest, now: float,
                  preempted: set[int]) -> bool:
     """Grow ``req`` by one step of decode, preempting by the engine's policy until it fits.
@@ -97,34 +119,9 @@ def _decode_room(eng: EngineInstance, step: Step, req: LiveRequest, now: float,
     width = eng.width
     if req.context + width <= req.tree_tokens + req.private:
         return True  # the request's pages already hold the next tokens
-    while not eng.kv.grow(req, req.context + width):
-        victim = eng.preempt_one(now)
-        preempted.add(victim.rid)
-        if victim in step.decodes:
-            step.decodes.remove(victim)
-        if victim is req:
-            return False
+    if not _grow_or_preempt(eng, step, req, req.context + width, now, preempted):
+        return False
     eng.decoding.refresh_cap(req)
-    return True
-
-
-def _chunk_room(eng: EngineInstance, step: Step, req: LiveRequest, chunk: int, now: float,
-                preempted: set[int], budget: TokenBudget) -> bool:
-    """Pages for the next ``chunk`` prompt tokens of a request whose engine allocates per step
-    (vLLM's allocate_slots), preempting by the engine's policy until they fit; a victim
-    already in the step gives its tokens back. False when ``req`` itself was the victim."""
-    while not eng.kv.grow(req, req.computed + chunk):
-        victim = eng.preempt_one(now)
-        preempted.add(victim.rid)
-        if victim in step.decodes:
-            step.decodes.remove(victim)
-            budget.give_back(eng.width)
-        for r, c in step.prefills:
-            if r is victim:
-                budget.give_back(c)
-        step.prefills[:] = [(r, c) for r, c in step.prefills if r is not victim]
-        if victim is req:
-            return False
     return True
 
 
@@ -228,7 +225,8 @@ def schedule_unified(eng: EngineInstance, now: float) -> Step:
             continue
         chunk = budget.chunk(req)
         if chunk > 0:
-            if per_step and not _chunk_room(eng, step, req, chunk, now, preempted_ids, budget):
+            if per_step and not _grow_or_preempt(eng, step, req, req.computed + chunk, now,
+                                                 preempted_ids, budget):
                 break  # the request was its own victim: the running pass stops (vLLM)
             step.prefills.append((req, chunk))
             budget.take(chunk)

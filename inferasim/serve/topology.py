@@ -57,6 +57,13 @@ class Topology:
         self.frontend.submit(req)
 
 
+def full_kv_bytes_per_token(scenario: Scenario) -> float:
+    """One copy of every layer's KV for a token, however the ranks split it: what crosses
+    the prefill-to-decode link, and what a host tier stores once."""
+    return attention_for(scenario.model).kv_bytes_per_token(
+        scenario.kv_dtype, attn_tp=1, dcp=1, latent_sharded=False)
+
+
 def attach_host_tier(env: simpy.Environment, scenario: Scenario, kv: KVManager, plan,
                      block_tokens: int) -> HostTier:
     """A host KV tier behind ``kv``'s pool (``engine.kv_offload``): its capacity from
@@ -67,9 +74,7 @@ def attach_host_tier(env: simpy.Environment, scenario: Scenario, kv: KVManager, 
     if gpu.host_link_bw_per_dir <= 0:
         raise ConfigError(f"{gpu.name} records no host link (gpu.host_link_bw_per_dir), which "
                           "a host KV tier reloads over", key="engine.kv_offload")
-    kind = attention_for(scenario.model)
-    distinct = kind.kv_bytes_per_token(scenario.kv_dtype, attn_tp=1, dcp=1,
-                                       latent_sharded=False)
+    distinct = full_kv_bytes_per_token(scenario)
     if eng.offload_host_gib is None:
         capacity = 2 * plan.kv_pool_tokens
     else:
@@ -117,16 +122,17 @@ def _instance(env: simpy.Environment, scenario: Scenario, knobs: Knobs, block_to
 
 
 def _pool(env, scenario, knobs, block_tokens, make_oracle, count: int, router: str,
-          first_index: int, configure=None) -> tuple[Router, list[EngineInstance], list[list]]:
+          first_index: int, prealloc_matches: bool = False
+          ) -> tuple[Router, list[EngineInstance], list[list]]:
     """``count`` instances behind a router; also each instance's ranks (its engines).
-    ``configure(kv)`` adjusts each rank's KV manager (a disaggregated pool's role)."""
+    ``prealloc_matches``: a disaggregated decode pool that matches its own prefix cache
+    before it pulls (``KVManager.prealloc_matches``)."""
     targets, engines, instances = [], [], []
     for _ in range(count):
         target, ranks = _instance(env, scenario, knobs, block_tokens, make_oracle,
                                   first_index + len(engines))
-        if configure is not None:
-            for rank in ranks:
-                configure(rank.kv)
+        for rank in ranks:
+            rank.kv.prealloc_matches = prealloc_matches
         targets.append(target)
         engines.extend(ranks)
         instances.append(ranks)
@@ -323,15 +329,10 @@ def build_topology(env: simpy.Environment, scenario: Scenario, knobs: Knobs, blo
     pre, pre_eng, pre_instances = _pool(env, pre_sc, knobs, block_tokens, make_oracle,
                                         topo.prefill.instances, topo.router, 0)
     pulls = transfer == "whole" and not dec_sc.engine.disagg_decode_preallocates
-
-    def decode_kv(kv: KVManager) -> None:
-        if pulls:
-            kv.match_on_preallocate(lambda: env.now)
-
     dec, dec_eng, _ = _pool(env, dec_sc, knobs, block_tokens, make_oracle,
-                            topo.decode.instances, topo.router, len(pre_eng), decode_kv)
-    kind = attention_for(scenario.model)
-    kv_bytes = kind.kv_bytes_per_token(pre_sc.kv_dtype, attn_tp=1, dcp=1, latent_sharded=False)
+                            topo.decode.instances, topo.router, len(pre_eng),
+                            prealloc_matches=pulls)
+    kv_bytes = full_kv_bytes_per_token(pre_sc)
     # one link per prefill instance: its GPUs send through their own NICs, so transfers
     # from one prefill instance share its bandwidth and instances do not share theirs
     links: list[KVLink] = []

@@ -105,9 +105,13 @@ def read_ladders(csv_path: str | Path, trace: str | None = None) -> list[Rung]:
         corpus = (path.parent / CORPUS).resolve()
         trace = str(corpus) if corpus.is_file() else None
     rungs = []
+    models: dict[str, str] = {}
     for i, row in frame.iterrows():
         where = f"{file} (row {i + 2})"
-        model = _model_name(str(row["model"]), where)
+        hf = str(row["model"])
+        if hf not in models:  # the catalog is read once per model, not once per rung
+            models[hf] = _model_name(hf, where)
+        model = models[hf]
         gpu = str(row["hw"]).strip().lower()
         engine = str(row["framework"]).strip().lower()
         version = engine_version_from_image(str(row["image"])) or ""
@@ -133,12 +137,16 @@ def read_ladders(csv_path: str | Path, trace: str | None = None) -> list[Rung]:
     return rungs
 
 
-def recipe_for(overrides: Sequence[str]) -> Path | None:
-    """The serving recipe shipped for the rung's engine, GPU and model, if any."""
-    keys = dict(s.split("=", 1) for s in overrides)
-    path = AGENTIC_DIR / (f"_recipe-{keys['engine.name']}-{keys['gpu.name']}-"
-                          f"{keys['model.name']}.yaml")
-    return path if path.is_file() else None
+def rung_scenario(rung: Rung, overrides: Sequence[str] = ()):
+    """The rung's scenario: the deployment's serving recipe where one is shipped (a scenario
+    extending the harness), else the harness, with the rung's keys and then the user's."""
+    from inferasim.config.loader import load_scenario
+
+    keys = dict(s.split("=", 1) for s in rung.overrides)
+    recipe = AGENTIC_DIR / (f"_recipe-{keys['engine.name']}-{keys['gpu.name']}-"
+                            f"{keys['model.name']}.yaml")
+    base = recipe if recipe.is_file() else HARNESS
+    return load_scenario(base, [*rung.overrides, *overrides])
 
 
 METRICS = ("prefix_hit_rate", "output_tok_s", "ttft_mean_s", "ttft_p90_s")
