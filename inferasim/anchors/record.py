@@ -88,6 +88,11 @@ class Workload:
     request_rate: float | None = attrs.field(default=None, metadata=above(0))
     num_requests: int | None = attrs.field(default=None, metadata=at_least(1))
     dataset: str | None = None
+    # Shortest prompt over the longest of a random dataset (1.0: every prompt ISL tokens,
+    # every output OSL), None where the record does not say. Fixed lengths keep a closed
+    # loop's clients in waves: they finish together and send together, and their prompts
+    # queue as one burst (the calibrated oracle reads their TTFT so).
+    range_ratio: float | None = attrs.field(default=None, metadata=between(0.0, 1.0))
 
 
 @attrs.frozen

@@ -50,8 +50,13 @@ MAX_REPLAY_CONCURRENCY = 256
 #: more; a group of two predicts each point from one other and carries no trend).
 TARGETS = {"tput_per_gpu": 0.10, "tpot": 0.15, "ttft": 0.15}
 TARGET_MIN_SCORED = 3
-#: What a prediction leaves out: one anchor (``point``) or every anchor of its ISL/OSL (``shape``).
-HOLD_OUT = ("point", "shape")
+#: What a prediction leaves out: one anchor (``point``), every anchor of its ISL/OSL
+#: (``shape``), or every long prompt (``isl``: the anchors at ISL >= ISL_HELD_FROM predicted
+#: from those at ISL <= ISL_FITTED_UPTO of the same regime, as a projection to a longer prompt
+#: than any measured is).
+HOLD_OUT = ("point", "shape", "isl")
+ISL_HELD_FROM = 16384
+ISL_FITTED_UPTO = 8192
 
 
 @attrs.frozen
@@ -102,10 +107,13 @@ def error_stats(predictions: Iterable[Prediction]) -> dict[str, dict[str, float 
     out: dict[str, dict[str, float | None]] = {}
     for metric in METRICS:
         errs = np.array([abs(e) for p in preds if (e := p.error(metric)) is not None])
+        signed = np.array([e for p in preds if (e := p.error(metric)) is not None])
         out[metric] = {
             "n": int(errs.size),
             "median_abs": float(np.median(errs)) if errs.size else None,
             "p90_abs": float(np.percentile(errs, 90)) if errs.size else None,
+            # the lean: a transport that errs one way shows here, not in the absolute errors
+            "median_signed": float(np.median(signed)) if signed.size else None,
         }
     return out
 
@@ -367,7 +375,7 @@ def validate_store(store: AnchorStore, *, knobs: Knobs | None = None,
         raise ValueError(f"hold_out must be one of {HOLD_OUT}, not {hold_out!r}")
     knobs = knobs or Knobs()
     temps = _load_templates(templates)
-    by_shape = hold_out == "shape"
+    by_shape = hold_out in ("shape", "isl")
     records_in = dates_as_builds(store) if date_as_build else list(store)
     results: list[GroupResult] = []
     for _key, records in regime_groups(records_in, by_build=not by_shape).items():
@@ -380,6 +388,12 @@ def validate_store(store: AnchorStore, *, knobs: Knobs | None = None,
         if len(usable) < 2:
             results.append(GroupResult(label, len(records), skipped=(
                 f"{len(usable)} anchor(s) with a closed-loop decode step; leave-one-out needs 2")))
+            continue
+        if hold_out == "isl" and not (
+                any(r.workload.isl >= ISL_HELD_FROM for r in usable)
+                and any(r.workload.isl <= ISL_FITTED_UPTO for r in usable)):
+            results.append(GroupResult(label, len(records), skipped=(
+                f"no prompts of both <= {ISL_FITTED_UPTO} and >= {ISL_HELD_FROM} tokens")))
             continue
         if by_shape and len({shape_of(r) for r in usable}) < 2:
             results.append(GroupResult(label, len(records), skipped=(
@@ -398,7 +412,11 @@ def validate_store(store: AnchorStore, *, knobs: Knobs | None = None,
         preds: list[Prediction] = []
         notes: set[str] = set()
         for held in usable:
-            if by_shape:
+            if hold_out == "isl":
+                if held.workload.isl < ISL_HELD_FROM:
+                    continue
+                others = [r for r in usable if r.workload.isl <= ISL_FITTED_UPTO]
+            elif by_shape:
                 others = [r for r in usable if shape_of(r) != shape_of(held)]
             else:
                 others = [r for r in usable if r.id != held.id]
@@ -458,6 +476,9 @@ METHODS = {
     "shape": ("leave-one-shape-out within each regime: each anchor's workload replayed with the "
               "calibrated oracle built from its regime's anchors at other ISL/OSL, its own build "
               "preferred"),
+    "isl": (f"long prompts held out within each regime: each anchor at ISL >= {ISL_HELD_FROM} "
+            f"replayed with the calibrated oracle built from its regime's anchors at ISL <= "
+            f"{ISL_FITTED_UPTO}, its own build preferred"),
 }
 
 

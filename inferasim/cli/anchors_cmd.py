@@ -271,17 +271,22 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
 
 
+def _signed(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:+.1f}%"
+
+
 @anchors.command("validate")
 @click.argument("old_folder", metavar="[FOLDER]", required=False,
                 type=click.Path(path_type=Path))
 @anchors_option("Anchor folder or file (default: the shipped anchors/).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("-v", "--verbose", is_flag=True, help="Print every held-out anchor.")
-@click.option("--hold-out", type=click.Choice(["point", "shape"]), default="point",
+@click.option("--hold-out", type=click.Choice(["point", "shape", "isl"]), default="point",
               show_default=True,
               help="point: predict each anchor from the others of its regime and build. shape: "
                    "from its regime's anchors at other ISL/OSL (its build preferred), as a "
-                   "projection to an unmeasured shape is.")
+                   "projection to an unmeasured shape is. isl: each prompt of 16k tokens or "
+                   "more from its regime's prompts of 8k or fewer.")
 @click.option("--date-as-build", is_flag=True,
               help="Read each run date as one build where a record names no image or version "
                    "(the InferenceMAX history rows).")
@@ -290,8 +295,9 @@ def validate_cmd(old_folder: Path | None, folder: Path | None, old_dir: Path | N
     """Leave-one-out within each regime and build: predict each anchor of --anchors (default:
     anchors/; a folder or one anchor file; FOLDER is its old spelling) from the others by replaying its workload with the
     calibrated oracle; print the median and p90 absolute error of throughput per GPU, TPOT and
-    TTFT per regime. With --hold-out shape, each anchor is predicted from its regime's anchors
-    at other ISL/OSL instead."""
+    TTFT per regime, and the signed median (the lean) over all. With --hold-out shape, each
+    anchor is predicted from its regime's anchors at other ISL/OSL instead; with --hold-out
+    isl, each long prompt from the same regime's short ones."""
     from inferasim.anchors.store import AnchorStore
     from inferasim.anchors.validate import (
         TARGETS,
@@ -312,9 +318,10 @@ def validate_cmd(old_folder: Path | None, folder: Path | None, old_dir: Path | N
     if as_json:
         click.echo(json.dumps(report_dict(results, hold_out), indent=1, default=str))
         return
-    by_shape = hold_out == "shape"
-    click.echo(("leave-one-shape-out within each regime" if by_shape else
-                "leave-one-out within each regime and build")
+    by_shape = hold_out in ("shape", "isl")
+    click.echo({"shape": "leave-one-shape-out within each regime",
+                "isl": "long prompts (ISL >= 16k) from short ones (<= 8k) within each regime",
+                "point": "leave-one-out within each regime and build"}[hold_out]
                + "; abs error median / p90 (predicted / measured - 1)")
     click.echo(f"{'regime' if by_shape else 'regime @ build':78} {'n':>3} {'tput/GPU':>15} "
                f"{'TPOT':>15} {'TTFT':>15}")
@@ -350,6 +357,10 @@ def validate_cmd(old_folder: Path | None, folder: Path | None, old_dir: Path | N
         cells = [f"{_pct(st[m]['median_abs']):>7}/{_pct(st[m]['p90_abs']):<7}"
                  for m in ("tput_per_gpu", "tpot", "ttft")]
         click.echo(f"{label:78} {len(subset):>3} {' '.join(cells)}")
+    lean = error_stats(preds)
+    click.echo(f"{'signed median over all (the lean)':78} {len(preds):>3} "
+               + " ".join(f"{_signed(lean[m]['median_signed']):>15}"
+                          for m in ("tput_per_gpu", "tpot", "ttft")))
     met = targets_met(results)
     cells = []
     for metric, name in (("tput_per_gpu", "tput/GPU"), ("tpot", "TPOT"), ("ttft", "TTFT")):

@@ -124,6 +124,7 @@ class CalibratedOracle:
         self._wave_prefills: dict[tuple, float] = {}
         self._pools: dict[tuple, int] = {}
         self._ratio_cache: dict[tuple[int, int], float] = {}
+        self._context_slopes: dict[int, float] = {}
         self._notes: list[str] = []
         self.points: list[AnchorPoint] = []
         # the lowest-concurrency anchor's TTFT per ISL the prefill fit read
@@ -191,10 +192,13 @@ class CalibratedOracle:
             seconds = self._lone_prefills[memo] = _analytic_prefill_seconds(oracle, memo[1])
         return seconds
 
-    @property
-    def _waves(self) -> bool:
-        """A closed loop's clients reach ranks in lockstep in waves (``_wave_prefill``)."""
-        return self.group > 1
+    def _waves(self, record) -> bool:
+        """The anchor's closed-loop clients send their prompts in waves (``_wave_prefill``):
+        onto ranks that step together, or with fixed lengths (every client finishes with
+        the others and sends with them; the replay of a fixed-length target does the same).
+        Held out of the ISL grids (fixed lengths), their TTFT read in waves predicted the
+        long prompts' within 10% (median), read as a random closed loop 45% high."""
+        return self.group > 1 or record.workload.range_ratio == 1.0
 
     def _wave_prefill(self, record, clients: int) -> float:
         """Mean engine seconds from a wave's arrival to each of its prompts' first token, where
@@ -331,7 +335,7 @@ class CalibratedOracle:
         prices them (the analytic lone prefill of each prompt that arrives during a request's
         decode), at most half the TPOT. None where the clients come in waves: their prompts
         are prefilled between the decodes, not during them."""
-        if self._waves:
+        if self.group > 1:
             return 0.0
         stall = _arrivals_during_decode(record, tpot) * self._lone_prefill(record) \
             / (record.workload.osl - 1)
@@ -457,7 +461,7 @@ class CalibratedOracle:
         isl = int(w.isl)
         clients = max(1, int(w.concurrency or 1))
         others = clients - 1
-        wave = self._waves and others > 0
+        wave = self._waves(record) and others > 0
         wait = 0.0
         if wave:
             # the prompts come in a wave onto an idle group (``_wave_prefill``): their
@@ -556,8 +560,10 @@ class CalibratedOracle:
             StepBatch(decode_context=np.full(each + (i < extra), context), width=width)
             for i in range(self.group)]).seconds
 
-    def decode_ratio(self, n: int, width: int | None = None) -> float:
-        """measured/analytic(anchor) for a target batch of ``n`` decoding sequences."""
+    def decode_ratio(self, n: int, width: int | None = None,
+                     context: float | None = None) -> float:
+        """measured/analytic(anchor) for a target batch of ``n`` decoding sequences at mean
+        resident ``context`` (None: the anchors' own context at that batch)."""
         width = self.width if width is None else width
         if not self.calibrated or n <= 0:
             return 1.0
@@ -567,7 +573,36 @@ class CalibratedOracle:
             r = ratio_at(math.log(n), *self._table(width), prior_slope=self._prior_slope,
                          one_sided=self._one_sided)
             self._ratio_cache[key] = r
-        return r
+        if context is None or context <= 0:
+            return r
+        slope = self._context_slope(width)
+        if not slope:
+            return r
+        logb, _ratios, log_ctx = self._table(width)
+        # the anchors' mean context at this batch, interpolated in log batch like the ratio
+        own = float(np.interp(math.log(n), logb, log_ctx))
+        return r * context_factor(slope, math.log(context) - own)
+
+    def _context_slope(self, width: int) -> float:
+        """How the decode ratio moves with the resident context where the anchors measured one
+        batch at several contexts (the ISL grids): log ratio over log context, fitted within
+        each concurrency (``pooled_trend``) so that the batch's effect stays out of it. The
+        analytic step's own growth in the context is already in the ratio's denominator; this
+        is what it misses (the ISL grids' decode grows with the prompt 1.5-2.5x faster than
+        the analytic attention on the GLM-5 grid). 0 where no concurrency spans
+        CONTEXT_TREND_MIN_SPAN in context."""
+        slope = self._context_slopes.get(width)
+        if slope is None:
+            by_batch: dict[int, list[tuple[float, float]]] = {}
+            for p in self.points:
+                by_batch.setdefault(p.batch, []).append(
+                    (math.log(max(p.context, 1.0)), self._log_ratio(p, width)))
+            spanning = [rows for rows in by_batch.values()
+                        if max(x for x, _ in rows) - min(x for x, _ in rows)
+                        >= math.log(CONTEXT_TREND_MIN_SPAN)]
+            slope, _used = pooled_trend(spanning)
+            slope = self._context_slopes[width] = max(0.0, slope)
+        return slope
 
     def prefill_ratio(self, batch: StepBatch) -> float:
         if not self._prefill_calibrated or not batch.prefill_tokens.size:
@@ -579,7 +614,7 @@ class CalibratedOracle:
         """How the analytic step is transported: ``(ratio, None)`` when one ratio scales the
         whole step (decode only: the decode ratio; prefill only: the prefill ratio), else
         ``(decode ratio, prefill ratio)`` for the decode part and the rest of a mixed step."""
-        rd = self.decode_ratio(batch.n_decode, batch.width)
+        rd = self.decode_ratio(batch.n_decode, batch.width, _mean_context(batch))
         if not batch.prefill_tokens.size:
             return rd, None
         rp = self.prefill_ratio(batch)
@@ -652,20 +687,29 @@ class CalibratedOracle:
         if not self.calibrated:
             return whole
         n = sum(c.shape[1] for c in contexts if c is not None)
-        return self.decode_ratio(n, width) * whole
+        if not self._context_slope(width):
+            return self.decode_ratio(n, width) * whole
+        held = [c for c in contexts if c is not None and c.size]
+        mean = float(np.mean([c[0].mean() for c in held])) if held else None
+        return self.decode_ratio(n, width, mean) * whole
 
     def _group_ratio(self, batches: list[StepBatch]) -> tuple[float, bool]:
         """The ratio a group step is transported by, and whether any rank prefills."""
         prefilling = next((b for b in batches if b.prefill_tokens.size), None)
         if prefilling is None:
-            return self.decode_ratio(sum(b.n_decode for b in batches), batches[0].width), False
+            ctx = [b.decode_context for b in batches if b.n_decode]
+            mean = float(np.mean(np.concatenate(ctx))) if ctx else None
+            return self.decode_ratio(sum(b.n_decode for b in batches), batches[0].width,
+                                     mean), False
         return self.prefill_ratio(prefilling), True  # the prefill ratio is one figure
 
     def decode_steps(self, ctx0: np.ndarray, steps: int, advance: float | np.ndarray,
                      width: int) -> np.ndarray:
         times = self.analytic.decode_steps(ctx0, steps, advance, width)
         if self.calibrated:
-            times *= self.decode_ratio(int(ctx0.size), width)  # a fresh array: in place
+            # a fresh array: in place
+            times *= self.decode_ratio(int(ctx0.size), width,
+                                       float(ctx0.mean()) if ctx0.size else None)
         return times
 
     # -- report ---------------------------------------------------------------------------
@@ -761,6 +805,24 @@ SPEC_RATIO_BATCH_EXPONENT = 0.2
 # A decode stall (mean TPOT over median ITL) below this share of TPOT is not read as prefill
 # time: the ITL distribution's own skew puts the median that far below the mean.
 STALL_MIN_SHARE = 0.05
+
+
+# The decode ratio's context trend (``_context_slope``) is read only from a concurrency whose
+# anchors span at least this factor in context, and carries the ratio at most
+# CONTEXT_RATIO_LIMIT away from the anchors' own context's: a guard, not a fit.
+CONTEXT_TREND_MIN_SPAN = 2.0
+CONTEXT_RATIO_LIMIT = 2.0
+
+
+def context_factor(slope: float, log_ctx_delta: float) -> float:
+    """The decode ratio's change ``log_ctx_delta`` away from the anchors' context."""
+    bound = math.log(CONTEXT_RATIO_LIMIT)
+    return math.exp(float(np.clip(slope * log_ctx_delta, -bound, bound)))
+
+
+def _mean_context(batch: StepBatch) -> float | None:
+    ctx = batch.decode_context
+    return float(ctx.mean()) if ctx is not None and ctx.size else None
 
 
 def _decode_part(batch: StepBatch) -> StepBatch:

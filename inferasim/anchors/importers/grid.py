@@ -39,7 +39,8 @@ TOOL = "InferenceX benchmark_serving_random.py (vLLM benchmark_serving fork), ra
 #: as TP8 + expert parallel (tep8) or DP8 + EP (dep8: eight attention-DP ranks, experts over
 #: all eight); Qwen3.5-397B-A17B on 8xH200 TP8 with prefix caching.
 GRID_CONFIGS: dict[str, tuple[dict[str, Any], str | None]] = {
-    "glm5_fp8_vllm_tp8": ({"engine": "vllm", "weight_dtype": "fp8", "tp": 8, "dp_attention": 1,
+    "glm5_fp8_vllm_tp8": ({"engine": "vllm", "gpu": "h200", "weight_dtype": "fp8", "tp": 8,
+                           "dp_attention": 1,
                            "spec_method": "mtp", "draft_tokens": 1, "num_gpus": 8},
                           "vllm/vllm-openai:nightly"),
     "minimax_m25_vllm_tep8": ({"engine": "vllm", "gpu": "h200", "weight_dtype": "fp8", "tp": 8,
@@ -51,6 +52,17 @@ GRID_CONFIGS: dict[str, tuple[dict[str, Any], str | None]] = {
     "qwen35_vllm_tp8": ({"engine": "vllm", "gpu": "h200", "tp": 8, "ep": 1, "dp_attention": 1,
                          "spec_method": "none", "num_gpus": 8}, None),
 }
+
+#: Notes a config's every record carries: what was inferred rather than read.
+GRID_NOTES: dict[str, tuple[str, ...]] = {
+    "glm5_fp8_vllm_tp8": (
+        "GPU inferred as H200: the folder README names only the Slurm partition ('main'); "
+        "the grid's other configs ran on 8xH200, and FP8 GLM-5 (about 750 GB of weights) "
+        "does not fit eight 80 GB parts",),
+}
+#: The sweep scripts pass no --random-range-ratio: vLLM benchmark_serving's default draws
+#: every prompt at ISL tokens and every output at OSL (fixed lengths).
+RANGE_RATIO = 1.0
 
 REQUIRED = ("config_tag", "isl", "osl", "conc", "median_ttft", "median_tpot")
 
@@ -76,11 +88,12 @@ def row_to_record(row: Mapping[str, Any], *, file: str) -> AnchorRecord:
     rel = row.get("path")
     url = REPO_URL + str(rel) if isinstance(rel, str) and rel else ORIGIN_URL
     prov = Provenance(source="grid", file=Path(file).name, url=url, date=iso_date(row.get("date")),
-                      image=image, tool=TOOL)
+                      image=image, tool=TOOL, notes=list(GRID_NOTES.get(tag, ())))
     return AnchorRecord(
         id=f"grid-{slug(tag)}-{isl}-{osl}-c{conc}", provenance=prov, regime=regime,
         workload=Workload(isl=isl, osl=osl, concurrency=conc,
-                          num_requests=integer(row.get("num_prompts")), dataset="random"),
+                          num_requests=integer(row.get("num_prompts")), dataset="random",
+                          range_ratio=RANGE_RATIO),
         measurements=m)
 
 
