@@ -208,8 +208,25 @@ def test_build_preference_and_crossing():
     assert sorted(r.id for r in crossed.usable) == ["new", "old", "unrecorded"]
     assert "no anchor of build 0.5.10" in crossed.build_note
     assert crossed.build_note in crossed.notes
-    anything = store.for_target(target(build=""))
-    assert not anything.crossed_build and len(anything.usable) == 3
+    # no build named: the newest build the anchors hold, the others set aside and said
+    newest = store.for_target(target(build=""))
+    assert not newest.crossed_build and [r.id for r in newest.usable] == ["new"]
+    assert sorted(r.id for r in newest.set_aside) == ["old", "unrecorded"]
+    assert "newest build" in newest.build_note and "v0.5.12" in newest.build_note
+
+
+def test_the_newest_build_is_the_latest_run_date_and_none_named_pools_all():
+    def dated(anchor_id, image, date):
+        r = make(anchor_id, image=image)
+        return attrs.evolve(r, provenance=attrs.evolve(r.provenance, date=date))
+
+    store = AnchorStore([dated("a", "img:v2", "2026-01-05"), dated("b", "img:v1", "2026-03-01"),
+                         dated("c", "img:v1", "2025-12-01")])
+    usable = store.for_target(target(build="")).usable
+    assert sorted(r.id for r in usable) == ["b", "c"]  # v1 ran last
+    # nothing names a build: nothing tells the records apart, all are kept
+    plain = AnchorStore([make(f"c{c}", conc=c) for c in (4, 8)]).for_target(target(build=""))
+    assert len(plain.usable) == 2 and plain.build_note is None
 
 
 # ---------------------------------------------------------------- coverage

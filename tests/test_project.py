@@ -13,7 +13,8 @@ from inferasim.cli.project_cmd import project as project_cmd
 from inferasim.config.loader import load_scenario
 from inferasim.sweep.projection import project, workload_moments
 
-RANDOM = ["workload.format=random", "workload.isl=2048", "workload.osl=256"]
+RANDOM = ["workload.format=random", "workload.isl=2048", "workload.osl=256",
+          "workload.random_range_ratio=1.0"]
 
 
 def _invoke(*args: str):

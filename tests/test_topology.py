@@ -259,6 +259,7 @@ def test_a_prompt_completed_beside_running_decodes_decodes_from_the_next_step(en
     # first token is sampled there and its decode starts at the next step (a two-token
     # request used to finish in the step that prefilled it, one step for free)
     common = ["workload.format=random", "workload.isl=1024", "workload.osl=2", "workload.rate=4",
+              "workload.random_range_ratio=1",
               "workload.duration_s=30", f"engine.name={engine}"]
     _, frame, _ = run(*common)
     assert len(frame) > 50 and (frame.finish_s > frame.first_token_s).all()

@@ -25,6 +25,7 @@ from inferasim.anchors.regime import AxisMismatch, Target, compare, settle
 from inferasim.config.catalog import REPO_ROOT
 from inferasim.config.errors import ConfigError
 from inferasim.config.paths import read_text
+from inferasim.config.versions import version_tuple
 from inferasim.report.atomic import write_text_atomic
 
 DEFAULT_ANCHOR_DIR = REPO_ROOT / "anchors"
@@ -308,10 +309,43 @@ def _build_matches(record: AnchorRecord, build: str) -> bool:
     return build_matches(build, record.provenance.image, record.provenance.engine_version)
 
 
+def _newest_build(records: list[AnchorRecord]
+                  ) -> tuple[list[AnchorRecord], list[AnchorRecord], str | None]:
+    """A target naming no build: the newest build the compatible anchors hold (the latest
+    run date among its records), the others set aside. Builds months apart differ by 30% and
+    more on one regime (docs/anchors.md), so pooling them calibrates no deployment anyone
+    runs; the newest is the one a user starting today most likely runs. Records that name no
+    build are one group; when no record names one, all are kept (nothing tells them apart)."""
+    groups: dict[str | None, list[AnchorRecord]] = {}
+    for r in records:
+        groups.setdefault(r.provenance.build, []).append(r)
+    if len(groups) < 2:
+        return records, [], None
+    def age(build: str | None) -> tuple:
+        # the latest run date, then the version number the build names (records undated)
+        recs = groups[build]
+        version = max((version_tuple(r.provenance.engine_version or r.provenance.build)
+                       or () for r in recs), default=())
+        return (max(r.provenance.date or "" for r in recs), build is not None, version)
+
+    newest = max(groups, key=age)
+    keep = groups[newest]
+    aside = [r for r in records if r.provenance.build != newest]
+    date = max(r.provenance.date or "" for r in keep) or "undated"
+    name = newest or "(unrecorded build)"
+    note = (f"build: engine.version not set; using the newest build the anchors hold for "
+            f"this regime, {name} ({len(keep)} anchors, run {date}); {len(aside)} anchors of "
+            f"{len(groups) - 1} other build(s) set aside (set engine.version to choose one)")
+    return keep, aside, note
+
+
 def _prefer_build(records: list[AnchorRecord], build: str
                   ) -> tuple[list[AnchorRecord], list[AnchorRecord], bool, str | None]:
-    if not build or not records:
+    if not records:
         return records, [], False, None
+    if not build:
+        keep, aside, note = _newest_build(records)
+        return keep, aside, False, note
     same = [r for r in records if _build_matches(r, build)]
     other = [r for r in records if not _build_matches(r, build)]
     if same:

@@ -250,9 +250,11 @@ def anchor_workload(base: Scenario, record: AnchorRecord, *,
         duration, cap = float((math.ceil(sent / conc) + 2) * e2e * 4), sent
     else:
         duration, cap = float(max(MIN_ROUNDS, math.ceil(target_requests / conc)) * e2e), None
+    # the anchor's own length spread where it records one (the grids: fixed), else the base's
+    spread = w.range_ratio if w.range_ratio is not None else base.workload.random_range_ratio
     wl = attrs.evolve(base.workload, format="random", trace=None, isl=int(w.isl),
                       osl=int(w.osl), concurrency=conc, rate=None, warmup_s=0.0,
-                      duration_s=duration, max_requests=cap)
+                      duration_s=duration, max_requests=cap, random_range_ratio=spread)
     engine = attrs.evolve(base.engine, version="")
     if reg.max_num_seqs:
         engine = attrs.evolve(engine, max_num_seqs=int(reg.max_num_seqs))

@@ -290,8 +290,12 @@ def _signed(value: float | None) -> str:
 @click.option("--date-as-build", is_flag=True,
               help="Read each run date as one build where a record names no image or version "
                    "(the InferenceMAX history rows).")
+@click.option("--markdown", is_flag=True,
+              help="Print the summary as a Markdown table (docs/anchors.md's tables are this "
+                   "output).")
 def validate_cmd(old_folder: Path | None, folder: Path | None, old_dir: Path | None,
-                 as_json: bool, verbose: bool, hold_out: str, date_as_build: bool) -> None:
+                 as_json: bool, verbose: bool, hold_out: str, date_as_build: bool,
+                 markdown: bool) -> None:
     """Leave-one-out within each regime and build: predict each anchor of --anchors (default:
     anchors/; a folder or one anchor file; FOLDER is its old spelling) from the others by replaying its workload with the
     calibrated oracle; print the median and p90 absolute error of throughput per GPU, TPOT and
@@ -307,6 +311,7 @@ def validate_cmd(old_folder: Path | None, folder: Path | None, old_dir: Path | N
         validate_store,
     )
     from inferasim.config.knobs import Knobs
+    from inferasim.report.tables import markdown_table
 
     folder = _anchor_folder(folder, old_dir, "--dir")
     folder = _anchor_folder(folder, old_folder, "the FOLDER argument")
@@ -317,6 +322,9 @@ def validate_cmd(old_folder: Path | None, folder: Path | None, old_dir: Path | N
                              date_as_build=date_as_build)
     if as_json:
         click.echo(json.dumps(report_dict(results, hold_out), indent=1, default=str))
+        return
+    if markdown:
+        click.echo(markdown_table(results))
         return
     by_shape = hold_out in ("shape", "isl")
     click.echo({"shape": "leave-one-shape-out within each regime",

@@ -88,3 +88,38 @@ def _calibration_lines(label: str, cal: dict[str, Any], width: int) -> list[str]
     main = cal.get("note", "")
     return [f"{label:<{width}}  {cal.get('mode', '?')}: {main}",
             *(f"{'':<{width}}  - {note}" for note in cal.get("notes") or () if note not in main)]
+
+
+def markdown_table(results) -> str:
+    """``anchors validate``'s summary as Markdown: per regime and over all, the median / p90
+    absolute error and the signed median of each metric."""
+    from inferasim.anchors.validate import METRICS, error_stats
+
+    def cells(stats) -> str:
+        out = []
+        for m in METRICS:
+            st = stats[m]
+            if st["median_abs"] is None:
+                out.append("-")
+                continue
+            out.append(f"{100 * st['median_abs']:.1f}% / {100 * st['p90_abs']:.1f}% "
+                       f"({100 * st['median_signed']:+.1f}%)")
+        return " | ".join(out)
+
+    def scored(stats) -> int:
+        return max(stats[m]["n"] for m in METRICS)
+
+    lines = ["| regime | scored | tput/GPU | TPOT | TTFT |", "|---|---:|---|---|---|"]
+    preds = []
+    for g in results:
+        if g.skipped or not g.predictions:
+            continue
+        preds += g.predictions
+        st = error_stats(g.predictions)
+        lines.append(f"| {g.key} | {scored(st)} | {cells(st)} |")
+    st = error_stats(preds)
+    lines.append(f"| **all** | {scored(st)} | {cells(st)} |")
+    lines.append("")
+    lines.append("median / p90 absolute error (signed median) of predicted / measured - 1; "
+                 "TTFT by its median")
+    return "\n".join(lines)
