@@ -21,7 +21,7 @@ EXPECTED_NAMES = {
         "minimax-m2.7", "minimax-m3", "kimi-k2", "kimi-k2.5", "qwen3-235b-a22b",
         "llama-3.1-8b", "llama-3.1-70b", "gpt-oss-120b",
         # added with the engine-log memory checks (tests/test_engine_memory_logs.py)
-        "llama-3.3-70b", "qwq-32b", "kimi-k2.7",
+        "llama-3.3-70b", "qwq-32b", "kimi-k2.7", "qwen3.5-397b-a17b",
     },
     "gpus": {"mi300x", "mi325x", "mi350x", "mi355x", "h100", "h200", "b200", "gb200", "b300",
              "gb300", "l4"},

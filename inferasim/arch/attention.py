@@ -8,7 +8,8 @@ Each kind answers, for a whole model (all layers, all heads, before parallel div
 Every cost is split into named terms so that ``inferasim price`` can show why a step costs
 what it does: ``dense`` (full attention), ``selection`` (attention over selected tokens),
 ``indexing`` (the indexer scoring every context position), ``window`` and ``pool``
-(DeepSeek-V4's local window and compressed pools).
+(DeepSeek-V4's local window and compressed pools), ``linear`` (a hybrid model's Gated
+DeltaNet layers: a constant state per sequence, see ``inferasim.arch.linear_attention``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
+from inferasim.arch import linear_attention
 from inferasim.arch.dtypes import kv_element_bytes
 from inferasim.arch.spec import ModelSpec
 
@@ -60,8 +62,12 @@ class AttentionKind:
         raise NotImplementedError
 
     def kv_layers(self) -> int:
-        """Layers whose KV grows with context."""
-        return self.model.num_layers - self.att.sliding_layers
+        """Layers whose KV grows with context (not the windowed, not the linear ones)."""
+        return self.model.num_layers - self.att.sliding_layers - self.linear_layers()
+
+    def linear_layers(self) -> int:
+        """Linear-attention layers: a fixed state per sequence, no KV."""
+        return self.att.linear.layers if self.att.linear is not None else 0
 
     def kv_bytes_per_token(self, kv_dtype: str, *, attn_tp: int, dcp: int,
                            latent_sharded: bool) -> float:
@@ -69,7 +75,8 @@ class AttentionKind:
         raise NotImplementedError
 
     def kv_fixed_bytes_per_seq(self, kv_dtype: str, *, attn_tp: int) -> float:
-        """Bounded per-sequence bytes per GPU (sliding windows), whatever the context."""
+        """Bounded per-sequence bytes per GPU (sliding windows, linear-attention states),
+        whatever the context."""
         return 0.0
 
     def index_key_bytes_per_token(self) -> float:
@@ -89,7 +96,8 @@ class AttentionKind:
 
 
 class GqaAttention(AttentionKind):
-    """Dense MHA/GQA, with optional sliding-window layers (gpt-oss)."""
+    """Dense MHA/GQA, with optional sliding-window layers (gpt-oss) or linear-attention
+    layers (Qwen3.5)."""
 
     def _per_key_flops(self) -> float:
         att = self.att
@@ -113,8 +121,12 @@ class GqaAttention(AttentionKind):
         return self.kv_layers() * self._per_layer_per_rank(kv_dtype, attn_tp) / dcp
 
     def kv_fixed_bytes_per_seq(self, kv_dtype, *, attn_tp):
-        return self.att.sliding_layers * self.att.sliding_window \
+        windows = self.att.sliding_layers * self.att.sliding_window \
             * self._per_layer_per_rank(kv_dtype, attn_tp)
+        if self.att.linear is None:
+            return windows
+        # the states keep their own dtype: an fp8 KV cache does not quantize them
+        return windows + linear_attention.state_bytes_per_seq(self.att.linear, attn_tp)
 
     def decode(self, ctx, width, kv_dtype):
         ctx = ctx.astype(np.float64)
@@ -127,6 +139,9 @@ class GqaAttention(AttentionKind):
             win = np.minimum(ctx, self.att.sliding_window)
             flops["window"] = slide * per_key * width * win
             byts["window"] = slide * per_tok_bytes * win
+        if self.att.linear is not None:
+            flops["linear"], byts["linear"] = linear_attention.decode_cost(self.att.linear,
+                                                                           ctx, width)
         return AttentionCost(flops, byts)
 
     def prefill(self, chunk, resident, kv_dtype):
@@ -139,6 +154,9 @@ class GqaAttention(AttentionKind):
         if slide:
             flops["window"] = slide * per_key * _causal_pairs(chunk, resident, self.att.sliding_window)
             byts["window"] = slide * per_tok_bytes * np.minimum(resident + chunk, self.att.sliding_window)
+        if self.att.linear is not None:
+            flops["linear"], byts["linear"] = linear_attention.prefill_cost(self.att.linear,
+                                                                            chunk)
         return AttentionCost(flops, byts)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 BYTES_PER_ELEMENT = {
     "bf16": 2.0,
     "fp16": 2.0,
+    "fp32": 4.0,  # recurrent states only (linear attention), never weights
     "fp8": 1.0,
     "int8": 1.0,
     # 4-bit formats carry one scale per group: MX e8m0 per 32, NVFP4 fp8 per 16, int4 bf16 per 32.

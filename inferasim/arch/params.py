@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import attrs
 
+from inferasim.arch import linear_attention
 from inferasim.arch.spec import AttentionSpec, ModelSpec
 
 
@@ -45,13 +46,14 @@ def _indexer_params(model: ModelSpec, att: AttentionSpec) -> int:
 
 
 def attention_params_per_layer(model: ModelSpec) -> dict[str, int]:
-    """Projection parameters of one attention layer, by role (``indexer`` apart)."""
+    """Projection parameters of one (full-)attention layer, by role (``indexer`` apart)."""
     att = model.attention
     h, heads = model.hidden_size, model.num_attention_heads
     if att.kind in ("gqa", "gqa_block_sparse"):
         v = att.v_head_dim or att.head_dim
-        proj = h * heads * att.head_dim + h * model.num_kv_heads * (att.head_dim + v) \
-            + heads * v * h
+        # an output gate doubles the q projection's width
+        q_width = heads * att.head_dim * (2 if att.output_gate else 1)
+        proj = h * q_width + h * model.num_kv_heads * (att.head_dim + v) + heads * v * h
         return {"projections": proj, "indexer": _indexer_params(model, att)}
     if att.kind in ("mla", "mla_dsa"):
         qk = att.qk_nope_head_dim + att.qk_rope_head_dim
@@ -67,6 +69,17 @@ def attention_params_per_layer(model: ModelSpec) -> dict[str, int]:
         o = heads * att.head_dim * att.o_lora_rank + max(att.o_groups, 1) * att.o_lora_rank * h
         return {"projections": q + kv + o, "indexer": _indexer_params(model, att)}
     raise ValueError(att.kind)
+
+
+def attention_projection_params(model: ModelSpec) -> int:
+    """Projection parameters of every layer (indexers apart): a hybrid model's linear layers
+    have their own projections, the rest the full-attention layer's."""
+    full = attention_params_per_layer(model)["projections"]
+    lin = model.attention.linear
+    if lin is None:
+        return full * model.num_layers
+    return full * (model.num_layers - lin.layers) \
+        + linear_attention.projection_params(lin, model.hidden_size) * lin.layers
 
 
 def indexer_layers(model: ModelSpec) -> int:
@@ -85,7 +98,8 @@ def param_counts(model: ModelSpec) -> ParamCounts:
     h, L = model.hidden_size, model.num_layers
     ffn = model.ffn
     per_layer = attention_params_per_layer(model)
-    attention = per_layer["projections"] * L + per_layer["indexer"] * indexer_layers(model)
+    attention = attention_projection_params(model) \
+        + per_layer["indexer"] * indexer_layers(model)
     embedding = model.vocab_size * h
     lm_head = 0 if model.tie_embeddings else model.vocab_size * h
     if ffn.is_moe:

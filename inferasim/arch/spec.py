@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import attrs
 
-from inferasim.config.typed import choices
+from inferasim.config.typed import at_least, choices
 
 ATTENTION_KINDS = ("gqa", "mla", "mla_dsa", "gqa_block_sparse", "dsv4_compressed")
 WEIGHT_DTYPES = ("bf16", "fp16", "fp8", "int8", "mxfp4", "nvfp4", "fp4", "int4")
+# vLLM's mamba_cache_dtype / mamba_ssm_cache_dtype: "auto" is the model dtype, fp32 on request.
+STATE_DTYPES = ("bf16", "fp16", "fp32")
 
 
 @attrs.frozen
@@ -26,6 +28,35 @@ class IndexerSpec:
     # GLM-5.2 computes top-k on some layers and reuses it on the rest; None means every
     # selective layer runs its own indexer.
     full_layers: int | None = None
+
+
+@attrs.frozen
+class LinearAttentionSpec:
+    """Gated DeltaNet layers (Qwen3-Next, Qwen3.5): instead of a KV cache each holds a
+    recurrent state of value_heads x key_head_dim x value_head_dim and a causal-conv history
+    of (conv_kernel - 1) x (q, k, v channels) per sequence, whatever its context."""
+
+    layers: int = attrs.field(metadata=at_least(1))
+    key_heads: int = attrs.field(metadata=at_least(1))
+    value_heads: int = attrs.field(metadata=at_least(1))
+    key_head_dim: int = attrs.field(metadata=at_least(1))
+    value_head_dim: int = attrs.field(metadata=at_least(1))
+    conv_kernel: int = attrs.field(metadata=at_least(1))
+    state_dtype: str = attrs.field(default="bf16", metadata=choices(*STATE_DTYPES))
+    conv_dtype: str = attrs.field(default="bf16", metadata=choices(*STATE_DTYPES))
+    # Tokens per chunk of the chunked delta rule in prefill (FLA's chunk_gated_delta_rule).
+    chunk_size: int = attrs.field(default=64, metadata=at_least(1))
+
+    def __attrs_post_init__(self):
+        # q/k heads are shared by groups of value heads, as KV heads are in GQA.
+        if self.value_heads % self.key_heads:
+            raise ValueError(f"value_heads ({self.value_heads}) must be a multiple of "
+                             f"key_heads ({self.key_heads})")
+
+    @property
+    def conv_channels(self) -> int:
+        """Channels the short convolution runs over: q and k (key heads) and v."""
+        return 2 * self.key_heads * self.key_head_dim + self.value_heads * self.value_head_dim
 
 
 @attrs.frozen
@@ -52,6 +83,11 @@ class AttentionSpec:
     # Bytes of one cache entry per KV dtype when the engine's layout is not the plain
     # dims x dtype (FlashMLA's 656-B fp8 DSA layout, DeepSeek-V4's 584-B entry).
     kv_entry_bytes: dict[str, int] = attrs.field(factory=dict)
+    # Full-attention layers whose q projection also yields a sigmoid output gate (Qwen3-Next,
+    # Qwen3.5 ``attn_output_gate``): the q projection is twice as wide.
+    output_gate: bool = False
+    # Linear-attention layers of a hybrid model; the rest of num_layers attend in full.
+    linear: LinearAttentionSpec | None = None
 
 
 @attrs.frozen
@@ -90,3 +126,14 @@ class ModelSpec:
     max_context: int = 131072
     published_total_params_b: float | None = None
     published_active_params_b: float | None = None
+
+    def __attrs_post_init__(self):
+        lin = self.attention.linear
+        if lin is None:
+            return
+        if self.attention.kind != "gqa":
+            raise ValueError(f"attention.linear is modelled beside gqa full-attention layers "
+                             f"only, not {self.attention.kind!r}")
+        if lin.layers + self.attention.sliding_layers >= self.num_layers:
+            raise ValueError(f"attention.linear.layers ({lin.layers}) leaves no full-attention "
+                             f"layer of num_layers ({self.num_layers})")

@@ -10,7 +10,12 @@ import attrs
 
 from inferasim.arch.dtypes import bytes_per_element
 from inferasim.arch.memory import linear_dtypes
-from inferasim.arch.params import attention_params_per_layer, indexer_layers, param_counts
+from inferasim.arch.params import (
+    attention_params_per_layer,
+    attention_projection_params,
+    indexer_layers,
+    param_counts,
+)
 from inferasim.config.scenario import Scenario
 
 
@@ -45,7 +50,7 @@ def step_work(scenario: Scenario) -> StepWork:
     dt = linear_dtypes(model, scenario.weight_dtype)
     b = bytes_per_element
     per_layer = attention_params_per_layer(model)
-    attn_proj = per_layer["projections"] * model.num_layers
+    attn_proj = attention_projection_params(model)
     attn_idx = per_layer["indexer"] * indexer_layers(model)
     groups = [
         GemmGroup("gemm_attention", 2.0 * (attn_proj + attn_idx) / par.attn_tp,

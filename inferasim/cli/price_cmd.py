@@ -33,7 +33,7 @@ from inferasim.config.typed import build_spec
 from inferasim.cost.attention_time import PHASES, attention_math_dtype, kind_attention_seconds
 from inferasim.cost.gpu import GpuSpec
 
-TERMS = ("dense", "selection", "indexing", "window", "pool")
+TERMS = ("dense", "selection", "indexing", "window", "pool", "linear")
 DEFAULT_CONTEXTS = "8192,131072,373760"
 DEFAULT_GPU = "mi355x"
 _SUFFIX = {"k": 1024, "m": 1024 * 1024}
@@ -246,7 +246,7 @@ def price(target, contexts, phase, gpu_name, kv_dtype, width, chunk, indexer_cos
         click.echo(f"default contexts beyond {model.name}'s window of {model.max_context} "
                    f"tokens left out: {', '.join(map(str, dropped))}")
     cols = ("context", "dense-ref", *TERMS, "total", "ratio")
-    widths = (9, 11, 10, 10, 10, 10, 10, 11, 7)
+    widths = (9, 11, *(10,) * len(TERMS), 11, 7)
     click.echo("".join(c.rjust(w) for c, w in zip(cols, widths, strict=True)))
     for row in rows:
         t = row["terms_s"]

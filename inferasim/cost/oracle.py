@@ -82,9 +82,11 @@ class AnalyticOracle:
         self._gemm_memo: dict[tuple[float, float], dict[str, float]] = {}
         self._steady_parts: dict[tuple[int, int], tuple[float, float]] = {}
         self._ramp_array = np.zeros(0)
-        # Dense attention without windows is linear in its work (see _linear_coefficients).
+        # Dense attention without windows is linear in its work (see _linear_coefficients);
+        # a hybrid's linear-attention layers cost a constant per sequence, which is not.
         self._linear = type(self.attention) in (GqaAttention, MlaAttention) \
-            and scenario.model.attention.sliding_layers == 0
+            and scenario.model.attention.sliding_layers == 0 \
+            and scenario.model.attention.linear is None
         self._coefficients: dict[tuple[str, int], dict[str, float]] = {}
         self._coefficient_sums: dict[tuple[str, int], float] = {}
         # (tokens, samples) -> GEMM + collective seconds of a step: what its context does not
