@@ -106,8 +106,8 @@ def error_stats(predictions: Iterable[Prediction]) -> dict[str, dict[str, float 
     preds = list(predictions)
     out: dict[str, dict[str, float | None]] = {}
     for metric in METRICS:
-        errs = np.array([abs(e) for p in preds if (e := p.error(metric)) is not None])
         signed = np.array([e for p in preds if (e := p.error(metric)) is not None])
+        errs = np.abs(signed)
         out[metric] = {
             "n": int(errs.size),
             "median_abs": float(np.median(errs)) if errs.size else None,

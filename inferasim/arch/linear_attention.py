@@ -73,8 +73,7 @@ def prefill_cost(lin: LinearAttentionSpec, chunk: np.ndarray) -> tuple[np.ndarra
         + 2.0 * c * (3 * lin.key_head_dim + 2 * lin.value_head_dim)
     flops = lin.layers * lin.value_heads * per_head * chunk
     # The state is read and written once, and materialised at every chunk boundary.
-    per_state = lin.layers * (recurrent_state_bytes(lin) + conv_state_bytes(lin))
-    byts = per_state * (2.0 + np.ceil(chunk / c))
+    byts = state_bytes_per_seq(lin) * (2.0 + np.ceil(chunk / c))
     return flops, byts
 
 

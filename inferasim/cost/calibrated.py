@@ -333,8 +333,9 @@ class CalibratedOracle:
     def _modelled_stall(self, record, tpot: float) -> float:
         """Seconds per output token the other clients' prefills add to a TPOT, as the replay
         prices them (the analytic lone prefill of each prompt that arrives during a request's
-        decode), at most half the TPOT. None where the clients come in waves: their prompts
-        are prefilled between the decodes, not during them."""
+        decode), at most half the TPOT. None where ranks step together (their clients come
+        in waves, prefilled between the decodes); a fixed-length loop on one instance still
+        mixes its prompts' chunks into the decodes, so its stalls are taken out."""
         if self.group > 1:
             return 0.0
         stall = _arrivals_during_decode(record, tpot) * self._lone_prefill(record) \
@@ -583,6 +584,15 @@ class CalibratedOracle:
         own = float(np.interp(math.log(n), logb, log_ctx))
         return r * context_factor(slope, math.log(context) - own)
 
+    def _trend_context(self, width: int, *contexts: np.ndarray) -> float | None:
+        """The mean resident context of ``contexts`` (the sequences a step decodes) where the
+        decode ratio follows the context, else None: computed only then, as it is asked every
+        step."""
+        if not self._context_slope(width):
+            return None
+        sizes = sum(c.size for c in contexts)
+        return float(sum(float(c.sum()) for c in contexts) / sizes) if sizes else None
+
     def _context_slope(self, width: int) -> float:
         """How the decode ratio moves with the resident context where the anchors measured one
         batch at several contexts (the ISL grids): log ratio over log context, fitted within
@@ -614,7 +624,8 @@ class CalibratedOracle:
         """How the analytic step is transported: ``(ratio, None)`` when one ratio scales the
         whole step (decode only: the decode ratio; prefill only: the prefill ratio), else
         ``(decode ratio, prefill ratio)`` for the decode part and the rest of a mixed step."""
-        rd = self.decode_ratio(batch.n_decode, batch.width, _mean_context(batch))
+        rd = self.decode_ratio(batch.n_decode, batch.width,
+                               self._trend_context(batch.width, batch.decode_context))
         if not batch.prefill_tokens.size:
             return rd, None
         rp = self.prefill_ratio(batch)
@@ -687,20 +698,16 @@ class CalibratedOracle:
         if not self.calibrated:
             return whole
         n = sum(c.shape[1] for c in contexts if c is not None)
-        if not self._context_slope(width):
-            return self.decode_ratio(n, width) * whole
-        held = [c for c in contexts if c is not None and c.size]
-        mean = float(np.mean([c[0].mean() for c in held])) if held else None
-        return self.decode_ratio(n, width, mean) * whole
+        first = [c[0] for c in contexts if c is not None and c.size]
+        return self.decode_ratio(n, width, self._trend_context(width, *first)) * whole
 
     def _group_ratio(self, batches: list[StepBatch]) -> tuple[float, bool]:
         """The ratio a group step is transported by, and whether any rank prefills."""
         prefilling = next((b for b in batches if b.prefill_tokens.size), None)
         if prefilling is None:
-            ctx = [b.decode_context for b in batches if b.n_decode]
-            mean = float(np.mean(np.concatenate(ctx))) if ctx else None
-            return self.decode_ratio(sum(b.n_decode for b in batches), batches[0].width,
-                                     mean), False
+            width = batches[0].width
+            ctx = self._trend_context(width, *(b.decode_context for b in batches if b.n_decode))
+            return self.decode_ratio(sum(b.n_decode for b in batches), width, ctx), False
         return self.prefill_ratio(prefilling), True  # the prefill ratio is one figure
 
     def decode_steps(self, ctx0: np.ndarray, steps: int, advance: float | np.ndarray,
@@ -708,8 +715,7 @@ class CalibratedOracle:
         times = self.analytic.decode_steps(ctx0, steps, advance, width)
         if self.calibrated:
             # a fresh array: in place
-            times *= self.decode_ratio(int(ctx0.size), width,
-                                       float(ctx0.mean()) if ctx0.size else None)
+            times *= self.decode_ratio(int(ctx0.size), width, self._trend_context(width, ctx0))
         return times
 
     # -- report ---------------------------------------------------------------------------
@@ -818,11 +824,6 @@ def context_factor(slope: float, log_ctx_delta: float) -> float:
     """The decode ratio's change ``log_ctx_delta`` away from the anchors' context."""
     bound = math.log(CONTEXT_RATIO_LIMIT)
     return math.exp(float(np.clip(slope * log_ctx_delta, -bound, bound)))
-
-
-def _mean_context(batch: StepBatch) -> float | None:
-    ctx = batch.decode_context
-    return float(ctx.mean()) if ctx is not None and ctx.size else None
 
 
 def _decode_part(batch: StepBatch) -> StepBatch:
