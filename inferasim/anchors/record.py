@@ -121,6 +121,9 @@ class Measurements:
     # Mean tokens accepted per speculative step, when the client reports it.
     accept_length: float | None = attrs.field(default=None, metadata=at_least(0))
     completed: int | None = attrs.field(default=None, metadata=at_least(0))
+    # Mean board power per GPU over the run, watts (InferenceMAX's avg_power_w, where
+    # recorded); the search's energy per token reads it before any modelled draw.
+    power_w_per_gpu: float | None = attrs.field(default=None, metadata=at_least(0))
 
     @property
     def tpot_s(self) -> float | None:

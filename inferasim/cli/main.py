@@ -24,6 +24,7 @@ def _register() -> None:
         price_cmd,
         project_cmd,
         run_cmd,
+        search_cmd,
         sweep_cmd,
         trace_cmd,
         validate_cmd,
@@ -38,6 +39,7 @@ def _register() -> None:
     cli.add_command(harvest_cmd.harvest)
     cli.add_command(compare_cmd.compare)
     cli.add_command(sweep_cmd.sweep)
+    cli.add_command(search_cmd.search)
     cli.add_command(ablate_cmd.ablate)
     cli.add_command(project_cmd.project)
     cli.add_command(validate_cmd.validate)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import attrs
 
-from inferasim.config.typed import choices
+from inferasim.config.typed import above, at_least, choices
 
 
 @attrs.frozen
@@ -49,6 +49,12 @@ class GpuSpec:
     # GPU <-> host memory, bytes/s one way per GPU (the host link a KV offload tier reloads
     # over: PCIe Gen5 x16 on most parts, NVLink-C2C to Grace on GB200); 0 = not known.
     host_link_bw_per_dir: float = 0.0
+    # What a deployment search needs to turn throughput into money and energy. The price is a
+    # rental rate in USD per GPU-hour with where it was read (None: no sourced rate, and a
+    # cost objective asks for --price); the board power limit is the datasheet TDP, watts.
+    price_per_gpu_hour: float | None = attrs.field(default=None, metadata=above(0))
+    price_source: str = ""
+    tdp_w: float = attrs.field(default=0.0, metadata=at_least(0))
 
     def peak_flops(self, dtype: str) -> float:
         if dtype in ("mxfp4", "nvfp4", "fp4") and self.fp4_flops:

@@ -19,9 +19,11 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from pathlib import Path
 from typing import Any, Protocol
 
 from inferasim.config.errors import ConfigError
@@ -173,26 +175,66 @@ _RAY_CHECK = ("import sys, ray; ray.init(address=sys.argv[1], log_to_driver=Fals
               "configure_logging=False); ray.shutdown()")
 
 
+# What Ray prints when the cluster wants a token this process does not have (Ray 2.60 turns
+# token authentication on by default for the clusters it starts).
+AUTH_FAILURE_MARKS = ("InvalidAuthToken", "AuthenticationError", "Unauthenticated")
+AUTH_HELP = ("the cluster requires token authentication (Ray 2.60 enables it by default): "
+             "pass --ray-token FILE with the cluster's token (on the head: ~/.ray/auth_token, "
+             "or `ray get-auth-token`), or set RAY_AUTH_MODE=token with RAY_AUTH_TOKEN or "
+             "RAY_AUTH_TOKEN_PATH")
+
+
+def use_ray_token(path: str | None) -> None:
+    """Authenticate to a token-protected cluster with the token in ``path``: Ray reads the
+    mode and the token's file from the environment, in this process and in the check's child."""
+    if path is None:
+        return
+    token = Path(path)
+    if not token.is_file() or not token.read_text(encoding="utf-8", errors="replace").strip():
+        raise ConfigError(f"no Ray token in {path} (expected a file holding the cluster's "
+                          "token)", key="--ray-token")
+    os.environ["RAY_AUTH_MODE"] = "token"
+    os.environ["RAY_AUTH_TOKEN_PATH"] = str(token.resolve())
+
+
 def check_ray(address: str, timeout_s: float = RAY_CHECK_TIMEOUT_S) -> None:
     """Connect to the cluster once from a child process that is killed after ``timeout_s``.
 
     Ray's own connect retries for tens of seconds and can end the process that tried (it
     exits when the head vanishes), so the first contact is made in a throw-away process;
-    only a cluster that answered is joined from this one.
+    only a cluster that answered is joined from this one. A refused token ends the check at
+    the first refusal, with what to do about it (Ray itself retries it for its whole budget
+    and then reports a connection failure).
     """
     # Ray's own retry budget for a head that does not answer (one try a second), in the
     # child's environment only.
     env = {"RAY_gcs_server_port_wait_time_s": str(max(1, int(timeout_s / 3))), **os.environ}
-    try:
-        done = subprocess.run([sys.executable, "-c", _RAY_CHECK, address], capture_output=True,
-                              text=True, timeout=timeout_s, stdin=subprocess.DEVNULL, env=env)
-    except subprocess.TimeoutExpired:
-        raise ConfigError(f"no Ray cluster answered at {address} within {timeout_s:g} s",
-                          key="--ray") from None
-    if done.returncode != 0:
-        lines = [ln.strip() for ln in (done.stderr or "").splitlines() if ln.strip()]
-        errors = [ln for ln in lines if "Error" in ln or " E " in ln] or lines
-        reason = errors[-1].split("] ", 1)[-1] if errors else f"exit status {done.returncode}"
+    child = subprocess.Popen([sys.executable, "-c", _RAY_CHECK, address], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, env=env)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(child.stderr.readline, "")),
+                              daemon=True)
+    reader.start()
+    deadline = time.monotonic() + timeout_s
+    while child.poll() is None and time.monotonic() < deadline:
+        if any(mark in ln for ln in list(lines) for mark in AUTH_FAILURE_MARKS):
+            break
+        time.sleep(0.05)
+    refused = any(mark in ln for ln in list(lines) for mark in AUTH_FAILURE_MARKS)
+    if child.poll() is None:
+        child.kill()
+        child.wait()
+        if not refused:
+            raise ConfigError(f"no Ray cluster answered at {address} within {timeout_s:g} s",
+                              key="--ray")
+    reader.join(1.0)
+    if refused:
+        raise ConfigError(f"cannot connect to a Ray cluster at {address}: {AUTH_HELP}",
+                          key="--ray")
+    if child.returncode != 0:
+        text = [ln.strip() for ln in lines if ln.strip()]
+        errors = [ln for ln in text if "Error" in ln or " E " in ln] or text
+        reason = errors[-1].split("] ", 1)[-1] if errors else f"exit status {child.returncode}"
         raise ConfigError(f"cannot connect to a Ray cluster at {address}: {reason}",
                           key="--ray")
 
@@ -232,6 +274,8 @@ class RayExecutor(_Closing):
             except (ConnectionError, TimeoutError, RuntimeError, ValueError) as exc:
                 text = str(exc).strip()
                 reason = text.splitlines()[0] if text else type(exc).__name__
+                if any(mark in text or mark in type(exc).__name__ for mark in AUTH_FAILURE_MARKS):
+                    reason = AUTH_HELP
                 raise ConfigError(f"cannot connect to a Ray cluster at {address}: {reason}",
                                   key="--ray") from None
             self._owned = True

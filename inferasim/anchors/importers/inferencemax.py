@@ -120,6 +120,7 @@ def row_to_record(row: Mapping[str, Any], *, file: str) -> AnchorRecord:
         tput_per_gpu_output=num(_get(row, "output_tput_per_gpu")),
         tput_per_gpu_input=num(_get(row, "input_tput_per_gpu")),
         interactivity=num(_get(row, "mean_intvty", "median_intvty")),
+        power_w_per_gpu=num(_get(row, "avg_power_w")),
     )
     prov = Provenance(source="inferencemax", file=Path(file).name, url=ORIGIN_URL,
                       run_url=_text(_get(row, "run_url")), date=date, image=image, tool=TOOL)

@@ -1,0 +1,30 @@
+"""One candidate's replay: the unit of work a search hands its executor (module level, so a
+process pool or Ray can pickle it). The result is what the search keeps of a replay — the
+summary's scalars, its calibration mode and the engines' busy share — and is cached by the
+hash of the resolved scenario (``sweep.resume.task_key``)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+# Part of every task, so the cache never hands a sweep's result to a search or an older
+# search's record layout to a newer one.
+RECORD_VERSION = "search-record-1"
+
+
+def replay_task(task: tuple) -> tuple[dict[str, Any], float]:
+    from inferasim.report.run_report import replay_summary
+    from inferasim.serve.simulation import simulate
+    from inferasim.sweep.ladder import flat_summary
+
+    scenario, knobs, percentiles, slo, _version = task
+    started = time.perf_counter()
+    result = simulate(scenario, knobs)
+    _, summary = replay_summary(result, percentiles=percentiles, slo=slo)
+    window = max(float(summary.get("window_s") or 0.0), 1e-9)
+    engines = result.engines
+    busy = sum(e.stats.busy_s for e in engines) / (len(engines) * window) if engines else 0.0
+    record = {k: v for k, v in flat_summary(summary).items() if k != "wall_s"}
+    record["gpu_busy"] = min(1.0, busy)
+    return record, time.perf_counter() - started

@@ -1,0 +1,170 @@
+"""What a search writes: every candidate as a row (stage, why, projected and replayed figures,
+calibration, money and energy), the frontier, the winners as scenarios ready to run, a chart.
+
+Files in ``--out`` (replaced whole, as a sweep's are): ``candidates.csv`` (+ ``.parquet``),
+``frontier.csv``, ``search.json``, ``best-<objective>.yaml``, ``frontier.png``; wall times
+go to ``timing.json`` only, so the rest is byte-identical between two runs of one search
+whatever executor ran it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from inferasim.config.loader import scenario_to_dict
+from inferasim.report import strict_json
+from inferasim.report.atomic import RESULT_MARKER, atomic_dir
+from inferasim.search.run import SearchResult, pareto
+from inferasim.search.sla import OBJECTIVES, Sla
+
+REPLAYED_KEYS = ("total_tok_s_per_gpu", "output_tok_s_per_gpu", "interactivity_tok_s",
+                 "ttft_p50_s", "ttft_p90_s", "tpot_p90_ms", "e2e_p90_s", "requests_completed",
+                 "calibration.mode", "price_per_gpu_hour", "cost_per_mtok_usd", "power_w_per_gpu",
+                 "power_source", "gpu_busy", "joules_per_token", "tok_s_per_mw")
+PROJECTED_KEYS = ("total_tok_s_per_gpu", "interactivity_tok_s", "ttft_mean_s", "tpot_mean_ms")
+
+
+def frame(result: SearchResult, sla: Sla) -> pd.DataFrame:
+    replayed = sorted(result.records)
+    front = pareto([(i, float(result.records[i].get("total_tok_s_per_gpu", math.nan)),
+                     float(result.records[i].get("interactivity_tok_s", math.nan)))
+                    for i in replayed])
+    chosen = {i: obj for obj, i in result.best.items() if i is not None}
+    audited = set(result.audited)
+    rows = []
+    for cand, verdict in zip(result.candidates, result.verdicts, strict=True):
+        i = cand.index
+        row: dict[str, Any] = {"candidate": i, "deployment": cand.deployment.label,
+                               "concurrency": cand.concurrency, "gpus": cand.gpus}
+        row.update(dict(cand.deployment.overrides))
+        row["stage"] = ("audited" if i in audited else verdict.stage)
+        row["reason"] = verdict.reason
+        proj = verdict.projection or {}
+        for key in PROJECTED_KEYS:
+            row[f"projected.{key}"] = proj.get(key, math.nan)
+        rec = result.records.get(i)
+        for key in REPLAYED_KEYS:
+            row[key] = rec.get(key, math.nan) if rec is not None else math.nan
+        row["meets_sla"] = bool(rec is not None and sla.met(rec))
+        row["on_frontier"] = i in front
+        row["best_for"] = ",".join(o for o in OBJECTIVES if chosen.get(i) == o or
+                                   result.best.get(o) == i)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def summary(result: SearchResult, sla: Sla, objective: str, margin: float, gpus: int,
+            refused: int) -> dict[str, Any]:
+    stages = [v.stage for v in result.verdicts]
+    best = {}
+    for obj, i in result.best.items():
+        if i is None:
+            best[obj] = None
+            continue
+        rec = result.records[i]
+        key = OBJECTIVES[obj][0]
+        best[obj] = {"candidate": i, "deployment": result.candidates[i].label,
+                     "value": rec.get(key), "total_tok_s_per_gpu": rec.get("total_tok_s_per_gpu"),
+                     "interactivity_tok_s": rec.get("interactivity_tok_s"),
+                     "calibration": rec.get("calibration.mode"),
+                     "scenario": f"best-{obj}.yaml"}
+    return {
+        "gpus": gpus, "sla": dict(sla.bounds), "objective": objective, "margin": margin,
+        "candidates": len(result.candidates), "refused_deployments": refused,
+        "pruned": stages.count("pruned"), "replayed": len(result.records),
+        "survivors": stages.count("replay"), "audited": len(result.audited),
+        "from_cache": result.resumed,
+        "audit": [{"candidate": i, "replay_agrees_it_loses": ok, "why": why}
+                  for i, ok, why in result.audit_agrees],
+        "projection_median_abs_error_pct": result.projection_error,
+        "best": best,
+    }
+
+
+def best_scenario(tree: dict[str, Any], result: SearchResult, objective: str) -> str:
+    i = result.best[objective]
+    head = (f"# Written by inferasim search: the best deployment for {objective}\n"
+            f"# ({result.candidates[i].label}). Run it with: inferasim run THIS_FILE\n")
+    return head + yaml.safe_dump(tree, sort_keys=False)
+
+
+def write(out_dir: str | Path, table: pd.DataFrame, info: dict[str, Any],
+          trees: dict[str, dict[str, Any]], result: SearchResult, timing: dict[str, Any],
+          *, plots: bool = True, title: str = "", base=None) -> list[str]:
+    with atomic_dir(out_dir) as tmp:
+        if base is not None:
+            (tmp / RESULT_MARKER).write_text(yaml.safe_dump(scenario_to_dict(base),
+                                                            sort_keys=False))
+        table.to_csv(tmp / "candidates.csv", index=False)
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            pass
+        else:
+            table.to_parquet(tmp / "candidates.parquet", index=False)
+        front = table[table.on_frontier].sort_values("interactivity_tok_s")
+        front.to_csv(tmp / "frontier.csv", index=False)
+        (tmp / "search.json").write_text(strict_json.dumps(info, indent=2) + "\n")
+        for obj, tree in trees.items():
+            (tmp / f"best-{obj}.yaml").write_text(best_scenario(tree, result, obj))
+        walls = {str(i): w for i, w in sorted(result.walls.items())}
+        (tmp / "timing.json").write_text(json.dumps({**timing, "replay_wall_s": walls},
+                                                    indent=2) + "\n")
+        if plots:
+            plot_frontier(table, tmp / "frontier.png", title)
+        return sorted(p.name for p in tmp.iterdir())
+
+
+def plot_frontier(table: pd.DataFrame, path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rep = table[table.stage != "pruned"]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for mode, marker in (("anchored", "o"), ("analytic", "x")):
+        pts = rep[rep["calibration.mode"] == mode]
+        ax.scatter(pts.interactivity_tok_s, pts.total_tok_s_per_gpu, marker=marker, s=18,
+                   alpha=0.6, label=f"replayed ({mode})")
+    front = rep[rep.on_frontier].sort_values("interactivity_tok_s")
+    ax.plot(front.interactivity_tok_s, front.total_tok_s_per_gpu, "-", lw=1.5, label="frontier")
+    best = rep[rep.best_for.str.contains("throughput_per_gpu", na=False)]
+    ax.scatter(best.interactivity_tok_s, best.total_tok_s_per_gpu, marker="*", s=160,
+               color="red", label="chosen", zorder=5)
+    ax.set_xlabel("interactivity (tok/s per user)")
+    ax.set_ylabel("throughput (tok/s per GPU)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, metadata={"Software": None})
+    plt.close(fig)
+
+
+def table_text(table: pd.DataFrame, limit: int = 15) -> str:
+    rep = table[table.stage != "pruned"].sort_values("total_tok_s_per_gpu", ascending=False)
+    cols = [("candidate", "#", "{}"), ("deployment", "deployment", "{}"),
+            ("concurrency", "conc", "{}"), ("total_tok_s_per_gpu", "tok/s/GPU", "{:.0f}"),
+            ("interactivity_tok_s", "tok/s/user", "{:.1f}"), ("ttft_p90_s", "TTFT p90 s", "{:.2f}"),
+            ("cost_per_mtok_usd", "$/Mtok", "{:.3f}"), ("joules_per_token", "J/tok", "{:.2f}"),
+            ("calibration.mode", "calibration", "{}"), ("meets_sla", "SLA", "{}"),
+            ("best_for", "best for", "{}")]
+    rows = [[h for _, h, _ in cols]]
+    for _, r in rep.head(limit).iterrows():
+        cells = []
+        for key, _, fmt in cols:
+            v = r[key]
+            try:
+                cells.append("-" if isinstance(v, float) and math.isnan(v) else fmt.format(v))
+            except (TypeError, ValueError):
+                cells.append(str(v))
+        rows.append(cells)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(cols))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows)

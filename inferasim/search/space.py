@@ -1,0 +1,322 @@
+"""The candidate deployments of a search: every engine, layout, topology, speculative choice
+and concurrency the catalog and the engines allow for one model and GPU within a GPU budget,
+narrowed by ``--space key=v1,v2``.
+
+A deployment is a list of ``key=value`` overrides on the user's scenario, so a candidate is
+resolved (and its memory fit checked) by the same loader ``inferasim run`` uses, and the
+winner is written back as a scenario that ``extends:`` the user's file with those keys.
+Layouts that do not fit, or that an engine refuses, are dropped with the loader's reason.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from inferasim.config.catalog import DEFAULT_SCENARIO, catalog_names
+from inferasim.config.errors import ConfigError
+from inferasim.config.loader import resolve
+from inferasim.config.overrides import apply_overrides
+from inferasim.config.scenario import Scenario
+from inferasim.config.yaml_tree import load_tree
+from inferasim.sweep.ladder import RECORDED_FORMATS
+
+# The engines each vendor's parts run: TensorRT-LLM is NVIDIA's, ATOM AMD's; vLLM and SGLang
+# run on both. mori-sglang (SGLang with AMD's MoRI KV transfer) is a disaggregated variant,
+# searched only when --space names it.
+VENDOR_ENGINES = {"nvidia": ("vllm", "sglang", "trt"), "amd": ("vllm", "sglang", "atom")}
+# Tensor-parallel degrees searched: powers of two up to the scale-up domain and the budget.
+TP_DEGREES = (1, 2, 4, 8, 16, 32, 64, 72)
+# Deployment-wide client counts per serving instance (the ladder is this times the instances
+# that take clients), the InferenceMAX ladder's span.
+PER_INSTANCE_CONCURRENCY = (4, 8, 16, 32, 64, 128, 256)
+# An MTP head's acceptance when the scenario gives none: DeepSeek-V3's technical report
+# (arXiv 2412.19437, section 5.4.3) measures 85-90% for the second token of its one MTP module.
+MTP_DRAFT_TOKENS = 1
+MTP_ACCEPTANCE_PRIOR = 0.85
+
+# --space keys the search itself reads; any other scenario key is a further grid axis.
+SPACE_KEYS = ("engine.name", "parallel.tp", "parallel.ep", "parallel.dp_attention",
+              "topology.kind", "topology.split", "speculative.method", "workload.concurrency")
+
+
+@attrs.frozen
+class Deployment:
+    """One deployment without its load: the overrides that make it, and how it is split."""
+
+    overrides: tuple[tuple[str, str], ...]
+    kind: str                 # colocated | disaggregated
+    instances: int            # colocated instances, or decode instances (those taking clients)
+
+    @property
+    def label(self) -> str:
+        """``sglang tp8 ep8 dpa8 2x`` / ``vllm tp4 1p2d mtp``: what the deployment is."""
+        o = dict(self.overrides)
+        parts = [o.get("engine.name", "?"), f"tp{o.get('parallel.tp', '1')}"]
+        if o.get("parallel.ep", "1") != "1":
+            parts.append(f"ep{o['parallel.ep']}")
+        if o.get("parallel.dp_attention", "1") != "1":
+            parts.append(f"dpa{o['parallel.dp_attention']}")
+        if self.kind == "disaggregated":
+            parts.append(f"{o.get('topology.prefill.instances', '1')}p"
+                         f"{o.get('topology.decode.instances', '1')}d")
+        else:
+            parts.append(f"{o.get('topology.instances', '1')}x")
+        if o.get("speculative.method", "none") != "none":
+            parts.append(o["speculative.method"])
+        known = {"engine.name", "parallel.tp", "parallel.ep", "parallel.dp_attention",
+                 "speculative.method", "speculative.draft_tokens", "speculative.acceptance"}
+        parts += [f"{k}={v}" for k, v in self.overrides
+                  if k not in known and not k.startswith("topology.")]
+        return " ".join(parts)
+
+
+@attrs.frozen
+class Candidate:
+    index: int
+    deployment: Deployment
+    concurrency: int
+    scenario: Scenario = attrs.field(eq=False, repr=False)
+
+    @property
+    def label(self) -> str:
+        return f"{self.deployment.label} c{self.concurrency}"
+
+    @property
+    def gpus(self) -> int:
+        return self.scenario.total_gpus
+
+
+@attrs.frozen
+class Space:
+    candidates: tuple[Candidate, ...]
+    refused: tuple[tuple[str, str], ...]   # (deployment label, the loader's reason)
+    axes: dict[str, tuple[str, ...]]
+
+
+def parse_space(items: Sequence[str]) -> list[tuple[str, list[str]]]:
+    """``("engine.name=sglang,vllm", ...)`` -> [("engine.name", ["sglang", "vllm"]), ...]."""
+    out: list[tuple[str, list[str]]] = []
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        values = [v.strip() for v in raw.split(",")]
+        if not sep or not key or not raw.strip() or not all(values):
+            raise ConfigError(f"expected KEY=V1,V2,..., got {item!r}", key="--space")
+        if key in dict(out):
+            raise ConfigError("given twice", key=f"--space {key}")
+        if key.startswith("INFERASIM_"):
+            raise ConfigError("knobs are set in the environment for the whole search, not "
+                              "searched over", key=f"--space {key}")
+        out.append((key, list(dict.fromkeys(values))))
+    return out
+
+
+def _ints(key: str, values: Sequence[str]) -> list[int]:
+    try:
+        out = [int(v) for v in values]
+    except ValueError:
+        raise ConfigError(f"expected integers, got {', '.join(values)}",
+                          key=f"--space {key}") from None
+    if any(v < 1 for v in out):
+        raise ConfigError("every value must be at least 1", key=f"--space {key}")
+    return out
+
+
+def parse_split(text: str) -> tuple[int, int]:
+    """``"2p1d"`` -> (2, 1): prefill and decode instances."""
+    low = text.lower()
+    p, sep, d = low.partition("p")
+    if not sep or not d.endswith("d") or not p.isdigit() or not d[:-1].isdigit() \
+            or int(p) < 1 or int(d[:-1]) < 1:
+        raise ConfigError(f"expected xPyD (e.g. 1p1d, 2p1d), got {text!r}",
+                          key="--space topology.split")
+    return int(p), int(d[:-1])
+
+
+def _layouts(base: Scenario, tp: int, engine: str) -> list[tuple[int, int]]:
+    """(ep, dp_attention) pairs for one TP degree: dense models shard only by TP; a MoE model
+    also runs its experts across the TP ranks (EP = TP), and with that attention data-parallel
+    on every rank (wide EP with DP attention, as SGLang, vLLM and ATOM launch it)."""
+    if tp == 1 or not base.model.ffn.is_moe:
+        return [(1, 1)]
+    pairs = [(1, 1), (tp, 1)]
+    if engine != "trt":  # TensorRT-LLM's attention DP is not modelled here
+        pairs.append((tp, tp))
+    return pairs
+
+
+def default_axes(base: Scenario, gpus: int) -> dict[str, list[str]]:
+    vendor = base.gpu.vendor
+    known = set(catalog_names("engines"))
+    engines = [e for e in VENDOR_ENGINES.get(vendor, ("vllm", "sglang")) if e in known]
+    domain = max(1, int(base.gpu.scaleup_domain))
+    tps = [t for t in TP_DEGREES if t <= min(domain, gpus)]
+    spec = ["none", "mtp"] if base.model.mtp_layers > 0 else ["none"]
+    return {"engine.name": engines, "parallel.tp": [str(t) for t in tps],
+            "topology.kind": ["colocated", "disaggregated"], "speculative.method": spec}
+
+
+def _splits(instances: int) -> list[tuple[int, int]]:
+    return [(p, d) for p in range(1, instances) for d in range(1, instances - p + 1)]
+
+
+def _speculative(base: Scenario, method: str) -> list[tuple[str, str]]:
+    if method == "none":
+        return [("speculative.method", "none")]
+    spec = base.speculative
+    if spec.method == method and spec.draft_tokens >= 1 and spec.acceptance > 0:
+        return [("speculative.method", method)]  # the scenario's own depth and acceptance
+    return [("speculative.method", method), ("speculative.draft_tokens", str(MTP_DRAFT_TOKENS)),
+            ("speculative.acceptance", str(MTP_ACCEPTANCE_PRIOR))]
+
+
+def deployments(base: Scenario, gpus: int, narrow: Sequence[tuple[str, list[str]]]
+                ) -> tuple[list[Deployment], list[tuple[str, ...]]]:
+    """Every deployment of the space, and the extra grid axes' (key, value) pairs applied."""
+    axes = default_axes(base, gpus)
+    given = dict(narrow)
+    for key, values in narrow:
+        if key in ("parallel.tp", "parallel.ep", "parallel.dp_attention"):
+            _ints(key, values)
+        elif key == "topology.kind":
+            bad = [v for v in values if v not in ("colocated", "disaggregated")]
+            if bad:
+                raise ConfigError(f"expected colocated or disaggregated, got {bad[0]!r}",
+                                  key="--space topology.kind")
+        elif key == "topology.split":
+            for v in values:
+                parse_split(v)
+    for key in ("engine.name", "parallel.tp", "topology.kind", "speculative.method"):
+        if key in given:
+            axes[key] = given[key]
+    if "topology.split" in given and "topology.kind" not in given:
+        axes["topology.kind"] = ["disaggregated"]
+    eps = set(_ints("parallel.ep", given["parallel.ep"])) if "parallel.ep" in given else None
+    dps = set(_ints("parallel.dp_attention", given["parallel.dp_attention"])) \
+        if "parallel.dp_attention" in given else None
+    splits = [parse_split(v) for v in given.get("topology.split", [])]
+    extra_keys = [(k, v) for k, v in narrow if k not in SPACE_KEYS]
+    out: list[Deployment] = []
+    for engine, tp_text, kind, method in itertools.product(
+            axes["engine.name"], axes["parallel.tp"], axes["topology.kind"],
+            axes["speculative.method"]):
+        tp = int(tp_text)
+        slots = gpus // tp
+        if slots < 1:
+            continue
+        layouts = _layouts(base, tp, engine)
+        if eps is not None or dps is not None:
+            # named layouts are searched as given, whichever the defaults would pick
+            layouts = [(e, d) for e in (sorted(eps) if eps else {p[0] for p in layouts})
+                       for d in (sorted(dps) if dps else {p[1] for p in layouts})]
+        for ep, dp in sorted(set(layouts)):
+            layout = [("engine.name", engine), ("parallel.tp", str(tp)), ("parallel.ep", str(ep)),
+                      ("parallel.dp_attention", str(dp))]
+            spec = _speculative(base, method)
+            if kind == "colocated":
+                topo = [("topology.kind", "colocated"), ("topology.instances", str(slots))]
+                out.append(Deployment(tuple(layout + topo + spec), kind, slots))
+                continue
+            for p, d in splits or _splits(slots):
+                if p + d > slots:
+                    continue
+                topo = [("topology.kind", "disaggregated"), ("topology.instances", "1"),
+                        ("topology.prefill.instances", str(p)),
+                        ("topology.decode.instances", str(d))]
+                out.append(Deployment(tuple(layout + topo + spec), kind, d))
+    extra = [list(itertools.product([k], vs)) for k, vs in extra_keys]
+    return out, [tuple(f"{k}={v}" for k, v in combo) for combo in itertools.product(*extra)]
+
+
+class DeploymentResolver:
+    """Resolves a deployment's overrides on the user's scenario (its file, then ``--set``).
+
+    A deployment on another engine than the scenario's starts from that engine's catalog
+    entry: the scenario's engine keys (an SGLang receive interval, a vLLM build) belong to its
+    own engine. ``tree`` gives the scenario's YAML as a mapping, self-contained (what it
+    extends merged in), which is how the winner is written out."""
+
+    def __init__(self, path: str | Path | None, overrides: Sequence[str]):
+        self.path = Path(path) if path is not None else DEFAULT_SCENARIO
+        data, origins = load_tree(self.path)
+        apply_overrides(data, origins, list(overrides))
+        self._data, self._origins = data, origins
+        self.base = resolve(copy.deepcopy(data), dict(origins), str(self.path.resolve()))
+
+    def tree(self, overrides: Sequence[tuple[str, str]]) -> dict[str, Any]:
+        data = copy.deepcopy(self._data)
+        engine = dict(overrides).get("engine.name")
+        if engine is not None and engine != self.base.engine.name:
+            data["engine"] = {"name": engine}
+        data.pop("extends", None)
+        data.pop("bases", None)
+        origins = dict(self._origins)
+        apply_overrides(data, origins, [f"{k}={v}" for k, v in overrides])
+        return data
+
+    def __call__(self, overrides: Sequence[tuple[str, str]]) -> Scenario:
+        data = self.tree(overrides)
+        origins = dict(self._origins)
+        return resolve(data, origins, str(self.path.resolve()))
+
+
+def build_space(resolver: DeploymentResolver, gpus: int,
+                narrow: Sequence[tuple[str, list[str]]]) -> Space:
+    """Resolve every deployment (a bad one is refused with the loader's reason, not fatal)
+    and cross it with its concurrency ladder. A layout is first resolved as one colocated
+    instance: one that does not fit is refused once, not once per topology."""
+    if gpus < 1:
+        raise ConfigError(f"expected a budget of at least 1 GPU, got {gpus}", key="--gpus")
+    base = resolver.base
+    given = dict(narrow)
+    ladder = _ints("workload.concurrency", given["workload.concurrency"]) \
+        if "workload.concurrency" in given else None
+    found, extras = deployments(base, gpus, narrow)
+    candidates: list[Candidate] = []
+    refused: list[tuple[str, str]] = []
+    probed: dict[tuple, str | None] = {}
+    for dep, extra in itertools.product(found, extras or [()]):
+        more = tuple((k, v) for k, _, v in (e.partition("=") for e in extra))
+        dep = attrs.evolve(dep, overrides=dep.overrides + more)
+        layout = tuple((k, v) for k, v in dep.overrides if not k.startswith("topology."))
+        if layout not in probed:
+            try:
+                resolver(layout + (("topology.kind", "colocated"), ("topology.instances", "1")))
+                probed[layout] = None
+            except ConfigError as exc:
+                probed[layout] = exc.message
+                refused.append((Deployment(layout, "colocated", 1).label.rsplit(" 1x", 1)[0]
+                                + " " + " ".join(f"{k}={v}" for k, v in layout
+                                                 if k.startswith("speculative.")),
+                                exc.message))
+        if probed[layout] is not None:
+            continue
+        try:
+            scenario = resolver(dep.overrides)
+        except ConfigError as exc:
+            refused.append((dep.label, exc.message))
+            continue
+        if scenario.total_gpus > gpus:
+            refused.append((dep.label, f"{scenario.total_gpus} GPUs exceed the budget of {gpus}"))
+            continue
+        if scenario.workload.rate is not None or scenario.workload.format in RECORDED_FORMATS:
+            concs = [scenario.workload.concurrency]  # the load is the trace's or the rate's
+        else:
+            concs = ladder or [c * dep.instances for c in PER_INSTANCE_CONCURRENCY]
+        for conc in concs:
+            wl = attrs.evolve(scenario.workload, concurrency=int(conc))
+            candidates.append(Candidate(len(candidates), dep, int(conc),
+                                        scenario.evolve(workload=wl)))
+    if not candidates:
+        why = "; ".join(f"{label}: {reason}" for label, reason in refused[:3])
+        raise ConfigError(f"no deployment in the space fits {gpus} GPU(s)"
+                          + (f" ({why})" if why else ""), key="--space")
+    axes: dict[str, Any] = {k: tuple(v) for k, v in default_axes(base, gpus).items()}
+    axes.update({k: tuple(v) for k, v in narrow})
+    return Space(tuple(candidates), tuple(refused), axes)
