@@ -97,3 +97,48 @@ def agentx(csv_path, overrides, only, ladder_filter, trace, jobs, as_json):
 def _cliff_text(c) -> str:
     return "none in these rungs" if c is None else f"c{c[0]} -> c{c[1]}"
 
+
+
+@validate.command("search")
+@click.argument("csv_path", metavar="CSV", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the picks as JSON.")
+@click.option("--markdown", is_flag=True, help="Print the table as Markdown (for docs/).")
+@click.option("--levels", "how", type=click.Choice(["range", "points"]), default="range",
+              show_default=True,
+              help="SLA floors along the measured frontier's span, or at its points' percentiles.")
+def search_picks(csv_path, as_json, markdown, how):
+    """Would the search pick what InferenceMAX measured best? CSV: benchmarks_flat.csv."""
+    from inferasim.validate.search import load_records, picks, points, report
+
+    found = picks(points(load_records(csv_path), Knobs.from_env()), how)
+    info = report(found)
+    if as_json:
+        click.echo(strict_json.dumps(info, indent=2))
+        return
+    head = ["GPU", "ISL/OSL", "floor tok/s/user", "configs", "best measured", "tok/s/GPU",
+            "search's pick", "measured tok/s/GPU", "pick/best", "pick meets floor"]
+    lines = [head]
+    for row in info["rows"]:
+        best, pick = row["best_measured"], row["picked"]
+        lines.append([row["gpu"], row["shape"], f"{row['interactivity_floor']:.1f}",
+                      str(row["candidates"]),
+                      "-" if best is None else f"{best['config']} c{best['concurrency']}",
+                      "-" if best is None else f"{best['measured_tput']:.0f}",
+                      "-" if pick is None else f"{pick['config']} c{pick['concurrency']}",
+                      "-" if pick is None else f"{pick['measured_tput']:.0f}",
+                      "-" if row["ratio"] is None else f"{row['ratio']:.2f}",
+                      "yes" if row["picked_meets_floor"] else "no"])
+    if markdown:
+        click.echo("| " + " | ".join(head) + " |")
+        click.echo("|" + "---|" * len(head))
+        for line in lines[1:]:
+            click.echo("| " + " | ".join(line) + " |")
+    else:
+        widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
+        click.echo("\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True))
+                             for line in lines))
+    median = info["median_ratio"]
+    click.echo(f"\n{info['within_tolerance']}/{info['picks']} picks within "
+               f"{info['tolerance']:.0%} of the best measured; {info['no_pick']} without a "
+               f"pick; median pick/best "
+               f"{'-' if median is None else f'{median:.3f}'}")

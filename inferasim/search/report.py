@@ -79,7 +79,6 @@ def summary(result: SearchResult, sla: Sla, objective: str, margin: float, gpus:
         "candidates": len(result.candidates), "refused_deployments": refused,
         "pruned": stages.count("pruned"), "replayed": len(result.records),
         "survivors": stages.count("replay"), "audited": len(result.audited),
-        "from_cache": result.resumed,
         "audit": [{"candidate": i, "replay_agrees_it_loses": ok, "why": why}
                   for i, ok, why in result.audit_agrees],
         "projection_median_abs_error_pct": result.projection_error,

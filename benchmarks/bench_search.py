@@ -1,0 +1,82 @@
+"""A deployment search at the size issue 31 asks: DeepSeek-R1 on a 16-GPU budget, 1k/1k.
+
+    python benchmarks/bench_search.py [--gpu b200] [--gpus 16] [--jobs 2] [--duration 300]
+                                      [--sla interactivity_tok_s=40] [--out DIR]
+
+Runs ``inferasim search`` on the InferenceMAX DeepSeek-R1 B200 SGLang scenario's workload
+(random 1k/1k prompts, the harness's 0.8 length spread) over the whole default space
+(vLLM, SGLang and TensorRT-LLM; every TP/EP/attention-DP layout that fits; colocated and
+every xPyD split; MTP or not; the concurrency ladder) with an empty replay cache, and
+prints: candidates, deployments refused, pruned, replayed, the wall time, the time per
+replay (mean and max of the replays' own wall times) and the audit's agreement. A second
+run on the same cache is timed too: it must replay nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from click.testing import CliRunner
+
+REPO = Path(__file__).resolve().parents[1]
+SCENARIO = REPO / "scenarios" / "inferencemax" / "dsr1-b200-sglang-fp8-tp8.yaml"
+
+
+def run(args, cache: Path, out: Path) -> tuple[float, dict, dict]:
+    from inferasim.cli.main import cli
+
+    argv = ["search", str(SCENARIO), "--gpus", str(args.gpus), "--sla", args.sla,
+            "--set", f"gpu.name={args.gpu}", "--set", f"workload.duration_s={args.duration}",
+            # the recipe's receive interval is SGLang's and excludes attention-DP: searched
+            # layouts start from each engine's own defaults
+            "--set", "engine.scheduler_recv_interval=1",
+            "--cache", str(cache), "--out", str(out), "--jobs", str(args.jobs), "--json",
+            "--no-plots"]
+    started = time.perf_counter()
+    result = CliRunner().invoke(cli, argv, catch_exceptions=False)
+    wall = time.perf_counter() - started
+    if result.exit_code != 0:
+        sys.exit(f"search failed ({result.exit_code}): {result.output[-2000:]}")
+    info = json.loads((out / "search.json").read_text())
+    timing = json.loads((out / "timing.json").read_text())
+    return wall, info, timing
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gpu", default="b200")
+    ap.add_argument("--gpus", type=int, default=16)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--duration", type=float, default=300.0)
+    ap.add_argument("--sla", default="interactivity_tok_s=40")
+    ap.add_argument("--out", default=None, help="Keep the search's output folder here.")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        cache = Path(tmp) / "cache"
+        out = Path(args.out) if args.out else Path(tmp) / "out"
+        wall, info, timing = run(args, cache, out)
+        again, info2, timing2 = run(args, cache, Path(tmp) / "again")
+    walls = [float(v) for v in timing["replay_wall_s"].values()]
+    report = {
+        "candidates": info["candidates"], "refused_deployments": info["refused_deployments"],
+        "pruned": info["pruned"], "replayed": info["replayed"], "audited": info["audited"],
+        "audit_agrees": sum(a["replay_agrees_it_loses"] for a in info["audit"]),
+        "wall_s": round(wall, 1), "workers": timing["workers"],
+        "replay_s_mean": round(sum(walls) / len(walls), 2) if walls else None,
+        "replay_s_max": round(max(walls), 2) if walls else None,
+        "projection_median_abs_error_pct": info["projection_median_abs_error_pct"],
+        "best": {k: (v or {}).get("deployment") for k, v in info["best"].items()},
+        "second_run_wall_s": round(again, 1),
+        "second_run_replays_run": timing2["replays_run"],
+        "same_choice": info2["best"] == info["best"],
+    }
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
