@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 SCENARIO = REPO / "scenarios" / "inferencemax" / "dsr1-b200-sglang-fp8-tp8.yaml"
 
 
-def run(args, cache: Path, out: Path) -> tuple[float, dict, dict]:
+def run(args, cache: Path, out: Path, *extra: str) -> tuple[float, dict, dict]:
     from inferasim.cli.main import cli
 
     argv = ["search", str(SCENARIO), "--gpus", str(args.gpus), "--sla", args.sla,
@@ -36,7 +36,7 @@ def run(args, cache: Path, out: Path) -> tuple[float, dict, dict]:
             # layouts start from each engine's own defaults
             "--set", "engine.scheduler_recv_interval=1",
             "--cache", str(cache), "--out", str(out), "--jobs", str(args.jobs), "--json",
-            "--no-plots"]
+            "--no-plots", *extra]
     started = time.perf_counter()
     result = CliRunner().invoke(cli, argv, catch_exceptions=False)
     wall = time.perf_counter() - started
@@ -47,6 +47,27 @@ def run(args, cache: Path, out: Path) -> tuple[float, dict, dict]:
     return wall, info, timing
 
 
+def _exhaustive(args, tmp: Path, out: Path, info: dict) -> dict:
+    """Every candidate replayed: does the pruned search choose what it would, and does every
+    pruned candidate lose in its own replay (miss the SLA or trail the winner)?"""
+    import pandas as pd
+
+    full = tmp / "exhaustive"
+    wall, full_info, timing = run(args, tmp / "cache-exhaustive", full, "--margin", "1e9",
+                                  "--audit", "0")
+    pruned = pd.read_csv(out / "candidates.csv").set_index("candidate")
+    replayed = pd.read_csv(full / "candidates.csv").set_index("candidate")
+    winner = info["best"]["throughput_per_gpu"]
+    top = float(replayed.loc[winner["candidate"], "total_tok_s_per_gpu"]) if winner else float("nan")
+    gone = replayed.loc[pruned.index[pruned.stage == "pruned"]]
+    beats = gone[gone.meets_sla & (gone.total_tok_s_per_gpu > top)]
+    return {"wall_s": round(wall, 1), "replayed": full_info["replayed"],
+            "best": {k: (v or {}).get("deployment") for k, v in full_info["best"].items()},
+            "same_choice": full_info["best"] == info["best"],
+            "pruned_checked": int(len(gone)), "pruned_meeting_sla": int(gone.meets_sla.sum()),
+            "pruned_that_beat_the_winner": int(len(beats))}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gpu", default="b200")
@@ -55,12 +76,16 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=300.0)
     ap.add_argument("--sla", default="interactivity_tok_s=40")
     ap.add_argument("--out", default=None, help="Keep the search's output folder here.")
+    ap.add_argument("--exhaustive", action="store_true",
+                    help="Also replay every candidate (no pruning, on its own cache) and check "
+                         "that each pruned candidate loses in its replay.")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         cache = Path(tmp) / "cache"
         out = Path(args.out) if args.out else Path(tmp) / "out"
         wall, info, timing = run(args, cache, out)
         again, info2, timing2 = run(args, cache, Path(tmp) / "again")
+        exhaustive = _exhaustive(args, Path(tmp), out, info) if args.exhaustive else None
     walls = [float(v) for v in timing["replay_wall_s"].values()]
     report = {
         "candidates": info["candidates"], "refused_deployments": info["refused_deployments"],
@@ -75,6 +100,8 @@ def main() -> None:
         "second_run_replays_run": timing2["replays_run"],
         "same_choice": info2["best"] == info["best"],
     }
+    if exhaustive is not None:
+        report["exhaustive"] = exhaustive
     print(json.dumps(report, indent=2))
 
 

@@ -48,19 +48,21 @@ def _table(frame) -> str:
               help="Local worker processes (default: the CPU count; 1 runs in this process).")
 @click.option("--ray", "ray_address", default=None, metavar="ADDRESS",
               help="Run rungs as Ray tasks on an existing cluster (HOST:PORT, ray://HOST:PORT, auto).")
+@click.option("--ray-token", type=click.Path(dir_okay=False), default=None,
+              help="The token file of a Ray cluster that requires token authentication.")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Write results.csv, results.parquet and the plots here (replaced atomically).")
 @click.option("--no-plots", is_flag=True, help="Skip the PNG charts.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the result rows as one JSON list instead of the table.")
 @metrics_options
-def sweep(scenario, overrides, ladder, grid_items, jobs, ray_address, out_dir, no_plots,
-          as_json, percentiles_text, slo_text, **flags):
+def sweep(scenario, overrides, ladder, grid_items, jobs, ray_address, ray_token, out_dir,
+          no_plots, as_json, percentiles_text, slo_text, **flags):
     """Replay SCENARIO at every rung of a concurrency ladder and chart the results.
 
     Each rung's result is kept in OUT.partial as it finishes: a sweep stopped (Ctrl-C,
     SIGTERM, an error) and run again with the same --out replays only the rungs left."""
-    from inferasim.sweep.executors import make_executor
+    from inferasim.sweep.executors import make_executor, use_ray_token
     from inferasim.sweep.ladder import (
         build_ladder,
         parse_concurrency,
@@ -80,6 +82,7 @@ def sweep(scenario, overrides, ladder, grid_items, jobs, ray_address, out_dir, n
     all_overrides = list(overrides) + flag_overrides(flags)
     rungs = build_ladder(scenario, all_overrides, concurrency, grid, knobs,
                          resolve=lambda path, ovr: resolve_scenario(path, ovr))
+    use_ray_token(ray_token)
     started = time.perf_counter()
     partial = partial_dir(out_dir)
     bar, on_done = rungs_bar(len(rungs), wanted(as_json))

@@ -1,10 +1,10 @@
 """A deployment search in two stages.
 
-1. **Prune.** The closed-form projection (``sweep.projection``) prices every colocated
-   candidate. One whose projected SLA figure misses a bound by more than ``margin`` is pruned;
+1. **Prune.** The closed-form projection (``sweep.projection``) prices every candidate. One whose projected SLA figure misses a bound by more than ``margin`` is pruned;
    so is one whose projected objective trails, by more than ``margin``, the best candidate
-   projected to meet the SLA with ``margin`` to spare. Disaggregated candidates have no closed
-   form and go to stage two whole.
+   projected to meet the SLA with ``margin`` to spare. Disaggregated candidates are priced by
+   ``project_disaggregated`` (the decode pool with its requests arriving prefilled, the
+   prefill pool as servers of the mean uncached prompt, the KV link once per request).
 2. **Replay.** Every survivor, and a deterministic sample of the pruned (the audit), is
    replayed on the executor, each result cached by its resolved scenario's hash. The best
    replayed candidate meeting the SLA wins per objective; the audit says whether the replay
@@ -66,13 +66,12 @@ def project_candidate(candidate: Candidate, knobs: Knobs, moments_cache: dict,
                       prices: Mapping[str, float]) -> Verdict | dict[str, Any]:
     """The projection of one candidate with its projected economics, or a Verdict saying why
     it has none (it then goes to the replay)."""
-    from inferasim.sweep.projection import project
+    from inferasim.sweep.projection import project, project_disaggregated
 
     sc = candidate.scenario
-    if sc.topology.kind != "colocated":
-        return Verdict("replay", "no closed form for a disaggregated deployment: replayed")
+    closed_form = project if sc.topology.kind == "colocated" else project_disaggregated
     try:
-        proj = project(sc, knobs, moments=_projection_moments(sc, moments_cache))
+        proj = closed_form(sc, knobs, moments=_projection_moments(sc, moments_cache))
     except ConfigError as exc:
         return Verdict("replay", f"not projected ({exc.message}): replayed")
     proj = dict(proj)

@@ -265,6 +265,14 @@ class _Prices:
         return tuple(float(v) for v in self._interp(self._prefill_at, b))
 
 
+class _DecodeOnlyPrices(_Prices):
+    """A disaggregated decode instance's prices: its requests arrive prefilled, so a
+    request adds no prefill step to its batch (the KV it receives is in the pool)."""
+
+    def prefill(self, b: float) -> tuple[float, ...]:
+        return (0.0, 0.0, 0.0, 0.0, 0.0)
+
+
 @attrs.frozen
 class _State:
     b: float
@@ -409,7 +417,8 @@ def _oracle(scenario: Scenario, knobs: Knobs):
 
 
 def project(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
-            moments: WorkloadMoments | None = None) -> dict[str, Any]:
+            moments: WorkloadMoments | None = None, *, prices_class: type = _Prices
+            ) -> dict[str, Any]:
     """The steady-state projection: the same keys as a replay summary where they mean the same."""
     from inferasim.arch.memory import memory_plan
 
@@ -433,7 +442,7 @@ def project(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
     group = knobs.lockstep_group(dp) if dp > 1 else 1
     per_rank = rank_scenario(scenario)  # the chunk and reserve each rank's scheduler runs
     for _ in range(RETENTION_PASSES):
-        prices = _Prices(per_rank, oracle, m, retention, width, group)
+        prices = prices_class(per_rank, oracle, m, retention, width, group)
         st, ttft, saturated = _solve(load, m, prices, cap, advance)
         # Idle sessions keep their history only while the pool has room beside the running
         # batch and the shared prefixes; LRU drops the rest.
@@ -480,6 +489,79 @@ def project(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
                      "decode_context": m.decode_context, "idle_context": idle_context,
                      "rate": m.rate, "concurrency": None if m.rate else scenario.workload.concurrency},
     }
+
+
+def project_disaggregated(scenario: Scenario, knobs: Knobs | None = None,
+                          moments: WorkloadMoments | None = None) -> dict[str, Any]:
+    """xPyD in closed form: the decode pool solved as colocated instances whose requests
+    arrive prefilled (``_DecodeOnlyPrices``), the prefill pool as ``x`` servers of the mean
+    uncached prompt (M/D/c at the decode pool's rate, its wait by the M/D/1 formula on one
+    instance's share), the KV moved over the link once per request. The rate is the decode
+    pool's unless the prefill pool cannot keep up; then the prefill pool's, and the clients
+    it cannot serve wait for it (Little's law)."""
+    from inferasim.config.loader import pool_scenario
+    from inferasim.cost.oracle import StepBatch
+    from inferasim.serve.topology import full_kv_bytes_per_token
+
+    knobs = knobs or Knobs()
+    topo = scenario.topology
+    if topo.kind != "disaggregated":
+        raise ValueError("project_disaggregated takes a disaggregated scenario")
+    m = moments or workload_moments(scenario)
+    prefill = pool_scenario(scenario, "prefill")
+    decode = pool_scenario(scenario, "decode")
+    colocated = attrs.evolve(topo, kind="colocated", instances=topo.decode.instances)
+    out = project(decode.evolve(topology=colocated), knobs, moments=m,
+                  prices_class=_DecodeOnlyPrices)
+    # one prefill instance's mean service: the uncached tails of the sampled prompts, each
+    # chunked at its budget with no decode beside it
+    oracle = _oracle(prefill, knobs)
+    hit = float(out["prefix_hit_rate"])
+    tails = np.maximum(m.prompts * (1.0 - hit), 1.0)
+    eng = rank_scenario(prefill).engine
+    budget = max(1, eng.max_num_batched_tokens if eng.scheduler == "unified"
+                 else eng.chunked_prefill_size)
+    width = prefill.speculative.verify_width
+    reps = np.quantile(tails, (np.arange(PREFILL_REPRESENTATIVES) + 0.5) / PREFILL_REPRESENTATIVES)
+    service = []
+    for tail in reps:
+        done = seconds = 0.0
+        while done < tail:
+            chunk = min(budget, tail - done)
+            seconds += oracle.step(StepBatch(prefill_tokens=np.array([chunk]),
+                                             prefill_resident=np.array([m.prompt_mean - tail + done]),
+                                             prefill_samples=int(done + chunk >= tail),
+                                             width=width)).seconds
+            done += chunk
+        service.append(seconds)
+    s_mean = float(np.mean(service))
+    s_sq = float(np.mean(np.square(service)))
+    servers = topo.prefill.instances * prefill.parallel.dp_attention
+    capacity = servers / s_mean if s_mean > 0 else math.inf
+    transfer = (topo.link_latency_us * 1e-6 + m.prompt_mean * full_kv_bytes_per_token(scenario)
+                / (topo.link_bandwidth_gbs * 1e9))
+    x = float(out["request_rate"])
+    decode_s = float(out["e2e_mean_s"]) - float(out["ttft_mean_s"])
+    saturated = out["saturated"]
+    if x >= capacity:
+        x, saturated = capacity * (1.0 - 1e-6), "prefill"
+    lam = x / servers
+    rho = lam * s_mean
+    wait = lam * s_sq / (2.0 * (1.0 - rho)) if rho < 1.0 else math.inf
+    ttft = float(out["ttft_mean_s"]) + wait + s_mean + transfer
+    if saturated == "prefill" and m.rate is None:
+        # the clients the prefill pool cannot serve queue before it (Little on the loop)
+        ttft = max(ttft, scenario.workload.concurrency / x - m.think_mean_s - decode_s)
+    gpus = scenario.total_gpus
+    out_tok, in_tok = x * m.output_mean, x * m.prompt_mean
+    out.update({
+        "request_rate": x, "output_tok_s": out_tok, "input_tok_s": in_tok,
+        "total_tok_s": out_tok + in_tok, "output_tok_s_per_gpu": out_tok / gpus,
+        "total_tok_s_per_gpu": (out_tok + in_tok) / gpus, "ttft_mean_s": ttft,
+        "e2e_mean_s": ttft + decode_s, "saturated": saturated, "prefill_span_s": s_mean,
+        "prefill_wait_s": wait, "kv_transfer_s": transfer, "prefill_capacity_rps": capacity,
+    })
+    return out
 
 
 # Metrics the projection and a replay both report, scored projection against replay.
