@@ -340,10 +340,12 @@ def test_indexer_cost_scale_is_unfused_only_on_gfx942(name):
 
 
 def test_gpu_children_inherit_everything_but_memory():
+    # and their economics: a part's rental rate and board power are its own
     for child, parent in (("mi325x", "mi300x"), ("h200", "h100")):
         c, p = load("gpus", child), load("gpus", parent)
         assert attrs.evolve(c, name=p.name, source=p.source, hbm_bytes=p.hbm_bytes,
-                            hbm_bw=p.hbm_bw) == p
+                            hbm_bw=p.hbm_bw, price_per_gpu_hour=p.price_per_gpu_hour,
+                            price_source=p.price_source, tdp_w=p.tdp_w) == p
 
 
 # ---------------------------------------------------------------------------------------------

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import time
+from pathlib import Path
 
 import click
 
@@ -143,10 +145,7 @@ def search(scenario, overrides, gpus, sla_items, objective, space_items, margin,
                f"{elapsed:.1f} s; wrote {', '.join(written)} to {out_dir})")
 
 
-def _cache_dir(given):
-    import os
-    from pathlib import Path
-
+def _cache_dir(given: str | None) -> Path:
     if given is not None:
         return Path(given)
     root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")

@@ -35,7 +35,6 @@ def frame(result: SearchResult, sla: Sla) -> pd.DataFrame:
     front = pareto([(i, float(result.records[i].get("total_tok_s_per_gpu", math.nan)),
                      float(result.records[i].get("interactivity_tok_s", math.nan)))
                     for i in replayed])
-    chosen = {i: obj for obj, i in result.best.items() if i is not None}
     audited = set(result.audited)
     rows = []
     for cand, verdict in zip(result.candidates, result.verdicts, strict=True):
@@ -53,8 +52,7 @@ def frame(result: SearchResult, sla: Sla) -> pd.DataFrame:
             row[key] = rec.get(key, math.nan) if rec is not None else math.nan
         row["meets_sla"] = bool(rec is not None and sla.met(rec))
         row["on_frontier"] = i in front
-        row["best_for"] = ",".join(o for o in OBJECTIVES if chosen.get(i) == o or
-                                   result.best.get(o) == i)
+        row["best_for"] = ",".join(o for o in OBJECTIVES if result.best.get(o) == i)
         rows.append(row)
     return pd.DataFrame(rows)
 
