@@ -20,9 +20,13 @@ mooncake-hour (the conversation trace, Llama-3.1-70B on 8 x B200); agentx-c32 (1
 AgentX lanes); scaling-x1/x2/x4 (that hour repeated 1, 2, 4 times in time on the same
 deployment: the cost against the requests replayed; x1 and x2 are timed over four and two
 back-to-back replays, their mean reported, so each scaling case sees as much of the host's
-speed swings as x4 does); fleet-x4 (the hour overlapped 4 times on
-4 instances behind the prefix-affinity router: adds routing and its imbalance);
-exact-mooncake-hour (the step-exact reference mode). On request (--case) only:
+speed swings as x4 does), and scaling-x16; fleet-x1/x4/x16/x64 (the hour overlapped N times
+on N instances behind the prefix-affinity router: adds routing and its imbalance);
+exact-mooncake-hour (the step-exact reference mode); day (1,000,000 requests of a synthetic
+day, inferasim.workload.day_synth, on 128 instances of 8 x B200 behind one least-loaded
+router; its streamed summary checked against one from every written row). The scaling,
+fleet and day cases stream their rows to disk (inferasim.report.row_stream); scaling-x16,
+fleet-x16, fleet-x64 and day run once whatever --repeat says (docs/fleet.md). On request (--case) only:
 mooncake-2x8 and exact-mooncake-2x8, the hour on two routed instances, a load they serve,
 where most steps are decode only and macro-steps pay most (one instance is prefill-bound:
 nearly every step carries a prompt chunk, which no macro-step can skip);
@@ -46,6 +50,10 @@ REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
 MOONCAKE = DATA / "mooncake" / "conversation_trace.jsonl"
 AGENTX = DATA / "agentx-traces" / "traces_v8_present.jsonl.gz"
+AZURE = [DATA / "azure-2023" / "AzureLLMInferenceTrace_code.csv",
+         DATA / "azure-2023" / "AzureLLMInferenceTrace_conv.csv"]
+DAY_REQUESTS = 1_000_000
+DAY_INSTANCES = 128
 sys.path.insert(0, str(REPO))
 
 MOONCAKE_DEPLOYMENT = ["model.name=llama-3.1-70b", "gpu.name=b200", "parallel.tp=8"]
@@ -106,10 +114,10 @@ def _case_overrides(name: str) -> list[str] | None:
         return ["workload.format=mooncake", f"workload.trace={trace}", *MOONCAKE_DEPLOYMENT]
     if name.startswith("fleet-x"):
         # The hour overlapped ``copies`` times on as many instances behind the prefix-affinity
-        # router (each as loaded as one): adds the router's reads of every instance and the
-        # imbalance affinity creates, so it grows faster than the requests.
+        # router (each as loaded as one): adds the router's decisions over the instances and
+        # the imbalance affinity creates.
         copies = int(name.removeprefix("fleet-x"))
-        trace = _repeated_mooncake(copies, in_time=False)
+        trace = MOONCAKE if copies == 1 else _repeated_mooncake(copies, in_time=False)
         return ["workload.format=mooncake", f"workload.trace={trace}", *MOONCAKE_DEPLOYMENT,
                 f"topology.instances={copies}", "topology.router=prefix-affinity"]
     if name == "mooncake-2x8":
@@ -124,12 +132,18 @@ def _case_overrides(name: str) -> list[str] | None:
                 "parallel.dp_attention=8", "engine.name=sglang", "workload.format=random",
                 "workload.isl=1024", "workload.osl=1024", "workload.concurrency=256",
                 "workload.max_requests=2560", "workload.duration_s=100000"]
+    if name == "day":
+        # A synthetic day (inferasim.workload.day_synth) on 128 instances of 8 x B200.
+        return ["workload.format=mooncake", f"workload.trace={MOONCAKE}", *MOONCAKE_DEPLOYMENT,
+                f"topology.instances={DAY_INSTANCES}", "topology.router=least-loaded"]
     if name.startswith("exact-"):
         return [*_case_overrides(name.removeprefix("exact-")), "sim.exact_steps=true"]
     return None
 
 
 def _needs(name: str) -> Path | None:
+    if name == "day":
+        return next((p for p in (MOONCAKE, *AZURE) if not p.exists()), AZURE[0])
     if "mooncake" in name or "scaling" in name or "fleet" in name:
         return MOONCAKE
     if "agentx" in name:
@@ -148,28 +162,58 @@ def _replays(name: str) -> int:
     return 1
 
 
+def _streamed(name: str) -> bool:
+    """Cases whose rows go to disk as the replay runs (inferasim.report.row_stream): the
+    ones that measure the cost against the run's size, so memory stays what is in flight."""
+    return name.startswith(("scaling-x", "fleet-x")) or name == "day"
+
+
 def _run_case(name: str, queue) -> None:
     from inferasim.config.loader import load_scenario
     from inferasim.cost.calibrated import default_store
-    from inferasim.report.run_report import replay_summary
+    from inferasim.report.row_stream import RowStream
+    from inferasim.report.run_report import replay_summary, streamed_summary
     from inferasim.serve.simulation import simulate
 
     sc = load_scenario(None, _case_overrides(name))
     default_store()  # read the shipped anchors before the clock starts: a replay is timed
     replays = _replays(name)
+    out = Path(tempfile.mkdtemp(prefix=f"bench-{name}-"))
     start = time.perf_counter()
     for _ in range(replays):
         result = None  # the previous replay's memory is free before the next one runs
-        result = simulate(sc)
+        rows = RowStream(out) if _streamed(name) else None
+        source = None
+        if name == "day":
+            from inferasim.workload.day_synth import DaySource
+
+            source = DaySource(AZURE, MOONCAKE, DAY_REQUESTS, seed=sc.workload.seed)
+        result = simulate(sc, rows=rows, source=source)
     wall = (time.perf_counter() - start) / replays
-    _, summary = replay_summary(result)
+    extra = {}
+    if result.rows is None:
+        _, summary = replay_summary(result)
+        requests = len(result.requests)
+    else:
+        summary = streamed_summary(result)
+        requests = result.rows.totals.rows
+        extra["max_in_memory"] = result.rows.max_pending
+        if name == "day":
+            # the summary against one computed from every written row, all columns read back
+            _, from_rows = replay_summary(result)
+            extra["summary_equal"] = json.dumps(summary, sort_keys=True) == \
+                json.dumps(from_rows, sort_keys=True)
+            extra["instances"] = len(result.engines)
+            fleet = result.engines and getattr(result.engines[0], "_watch", None)
+            if fleet:
+                extra["router_peeks_per_decision"] = fleet.verified / max(1, fleet.decisions)
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    queue.put({"case": name, "wall_s": wall, "replays": replays,
-               "requests": len(result.requests),
-               "sim_s": result.end_s, "req_per_wall_s": len(result.requests) / wall,
+    queue.put({"case": name, "wall_s": wall, "replays": replays, "requests": requests,
+               "sim_s": result.end_s, "req_per_wall_s": requests / wall,
                "sim_s_per_wall_s": result.end_s / wall, "peak_rss_mb": peak_kib / 1024,
                "steps": summary["engine_steps"], "macro_steps": summary["macro_steps"],
-               "ttft_mean_s": summary["ttft_mean_s"], "output_tok_s": summary["output_tok_s"]})
+               "ttft_mean_s": summary["ttft_mean_s"], "output_tok_s": summary["output_tok_s"],
+               **extra})
 
 
 def run_cases(names: list[str], repeat: int = 1) -> list[dict]:
@@ -178,8 +222,10 @@ def run_cases(names: list[str], repeat: int = 1) -> list[dict]:
     drifts over minutes, and the ratios between cases (scaling, macro against reference)
     are only fair when each case sees the same stretch of it."""
     runs: dict[str, list[dict]] = {n: [] for n in names}
-    for _ in range(max(1, repeat)):
+    for round_ in range(max(1, repeat)):
         for name in names:
+            if round_ and name in ONCE:
+                continue
             runs[name].append(_run_once(name))
     return [_fastest(runs[n]) for n in names]
 
@@ -243,7 +289,11 @@ def _run_once(name: str) -> dict:
 
 
 CASES = ("fixed-2048-512", "mooncake-hour", "agentx-c32", "scaling-x1", "scaling-x2",
-         "scaling-x4", "fleet-x4", "exact-mooncake-hour")
+         "scaling-x4", "scaling-x16", "fleet-x1", "fleet-x4", "fleet-x16", "fleet-x64",
+         "exact-mooncake-hour", "day")
+# Run once whatever --repeat asks: minutes each, so one run already averages the host's
+# swings over as long as the repeats of a short case do.
+ONCE = ("scaling-x16", "fleet-x16", "fleet-x64", "day")
 # Asked for by name only (--case): the macro-step gain where decode-only steps dominate
 # (exact-fixed-2048-512 steps a million times: about a minute).
 EXTRA_CASES = ("mooncake-2x8", "exact-mooncake-2x8", "exact-fixed-2048-512", "dpa8-c256",
@@ -281,12 +331,26 @@ def main() -> None:
               f"{r['sim_s_per_wall_s']:>14.0f}{r['peak_rss_mb']:>9.0f}{r['steps']:>9}"
               f"{r['macro_steps']:>8}  {runs}")
     by = {r["case"]: r for r in rows if "skipped" not in r}
-    if {"scaling-x1", "scaling-x4"} <= set(by):
-        print(f"scaling: 4x requests in {by['scaling-x4']['wall_s'] / by['scaling-x1']['wall_s']:.2f}x "
-              "the time (target <= 4.4x)")
-    if {"scaling-x1", "fleet-x4"} <= set(by):
-        print(f"fleet: 4x requests on 4 routed instances in "
-              f"{by['fleet-x4']['wall_s'] / by['scaling-x1']['wall_s']:.2f}x the time")
+    for n, target in ((4, 4.2), (16, 17.0)):
+        if {"scaling-x1", f"scaling-x{n}"} <= set(by):
+            ratio = by[f"scaling-x{n}"]["wall_s"] / by["scaling-x1"]["wall_s"]
+            print(f"scaling: {n}x requests in {ratio:.2f}x the time (target <= {target}x)")
+    for n in (4, 16, 64):
+        if {"fleet-x1", f"fleet-x{n}"} <= set(by):
+            ratio = by[f"fleet-x{n}"]["wall_s"] / by["fleet-x1"]["wall_s"]
+            print(f"fleet: {n}x requests on {n} routed instances in {ratio:.2f}x the time"
+                  + (" (target <= 70x)" if n == 64 else ""))
+    if "day" in by:
+        d = by["day"]
+        print(f"day: {d['requests']:,} requests on {d['instances']} instances in "
+              f"{d['wall_s'] / 60:.1f} min (target <= 15), peak {d['peak_rss_mb']:.0f} MB "
+              f"(target < 2048), at most {d['max_in_memory']:,} requests in memory, "
+              f"summary equal to the rows': {d['summary_equal']}, router peeks per decision "
+              f"{d.get('router_peeks_per_decision', float('nan')):.2f}")
+    for name in ("fixed-2048-512", "mooncake-hour"):
+        if name in by:
+            print(f"{name}: {by[name]['wall_s'] * rate / 1e6:.2f} M bare SimPy events of "
+                  "wall time")
     for case in ("mooncake-hour", "mooncake-2x8", "fixed-2048-512", "dpa8-c256"):
         if {case, f"exact-{case}"} <= set(by):
             print(f"macro-steps vs reference on {case}: "

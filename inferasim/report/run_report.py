@@ -14,6 +14,7 @@ from inferasim.config.loader import scenario_to_dict
 from inferasim.report import strict_json
 from inferasim.report.atomic import atomic_dir
 from inferasim.report.frame import request_frame
+from inferasim.report.row_stream import StreamTotals
 from inferasim.report.summary import summarize
 
 # Summary keys that say how long this machine took, not what the replay measured: they go to
@@ -26,8 +27,39 @@ def replay_summary(result, *, percentiles: Sequence[float] | None = None,
     """The rows and the summary of ``result``; ``percentiles`` and ``slo`` as ``summarize``
     takes them (more latency percentiles; SLOs in seconds for ``request_goodput``)."""
     sc = result.scenario
-    frame = request_frame(result.requests, sc.speculative.tokens_per_step,
-                          sc.engine.stream_interval)
+    if result.rows is not None:
+        frame = result.rows.read()  # streamed: the rows as written
+    else:
+        frame = request_frame(result.requests, sc.speculative.tokens_per_step,
+                              sc.engine.stream_interval)
+    return frame, summary_of(result, frame, percentiles=percentiles, slo=slo)
+
+
+def streamed_summary(result, *, percentiles: Sequence[float] | None = None,
+                     slo: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """``replay_summary``'s summary of a streamed replay, reading back only the columns it
+    needs; its counts and token totals checked against those kept as the rows went."""
+    frame = result.rows.read(list(SUMMARY_COLUMNS))
+    totals = StreamTotals.of(frame)
+    kept = result.rows.totals
+    if (totals.rows, totals.ok, totals.failed, totals.unfinished, totals.prompt_tokens,
+            totals.output_tokens_ok) != (kept.rows, kept.ok, kept.failed, kept.unfinished,
+                                         kept.prompt_tokens, kept.output_tokens_ok):
+        raise AssertionError(f"the written rows ({totals}) disagree with the stream ({kept})")
+    return summary_of(result, frame, percentiles=percentiles, slo=slo)
+
+
+#: The columns ``summarize`` reads.
+SUMMARY_COLUMNS = ("status", "arrival_s", "first_token_s", "finish_s", "prompt_tokens",
+                   "cached_tokens", "host_tokens", "lookup_tokens", "lookup_hit_tokens",
+                   "output_tokens", "queue_s", "prefill_s", "transfer_s", "decode_wait_s",
+                   "chunk_tokens")
+
+
+def summary_of(result, frame: pd.DataFrame, *, percentiles: Sequence[float] | None = None,
+               slo: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """The summary of ``result`` over its rows ``frame``."""
+    sc = result.scenario
     evictions = sum(e.kv.cache.stats.evictions for e in result.engines) \
         * result.engines[0].kv.bt
     summary = summarize(frame, window_start_s=result.window_start_s, horizon_s=result.horizon_s,
@@ -54,10 +86,12 @@ def replay_summary(result, *, percentiles: Sequence[float] | None = None,
     if dp > 1:
         # how the ranks were stepped: together in groups (the engines' way) or apart
         summary["lockstep_group"] = result.knobs.lockstep_group(dp)
-    return frame, summary
+    return summary
 
 
 def occupancy_frame(result) -> pd.DataFrame:
+    if result.rows is not None:
+        return pd.read_csv(result.rows.occupancy_path, float_precision="round_trip")
     rows = [(e.index, t, used, cached) for e in result.engines for t, used, cached in e.stats.occupancy]
     return pd.DataFrame(rows, columns=["instance", "time_s", "pool_used_tokens", "cached_tokens"])
 

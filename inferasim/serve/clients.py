@@ -11,21 +11,29 @@ from inferasim.workload.request import Arrival, RequestSpec, Session
 
 
 class RequestLog:
-    """Every request the clients sent, in send order, and a counter for ids."""
+    """Every request the clients sent, in send order, and a counter for ids. With ``rows``
+    (``report.row_stream.RowStream``) each request goes there instead of into ``requests``,
+    and is let go once its row is written."""
 
-    def __init__(self, env: simpy.Environment, max_requests: int | None = None):
+    def __init__(self, env: simpy.Environment, max_requests: int | None = None, rows=None):
         self.env = env
         self.requests: list[LiveRequest] = []
         self.max_requests = max_requests
+        self.rows = rows
+        self.count = 0
 
     @property
     def full(self) -> bool:
         """The workload's request budget (``workload.max_requests``) is spent."""
-        return self.max_requests is not None and len(self.requests) >= self.max_requests
+        return self.max_requests is not None and self.count >= self.max_requests
 
     def new(self, spec: RequestSpec) -> LiveRequest:
-        req = LiveRequest(len(self.requests), spec, self.env.now, self.env.event())
-        self.requests.append(req)
+        req = LiveRequest(self.count, spec, self.env.now, self.env.event())
+        self.count += 1
+        if self.rows is None:
+            self.requests.append(req)
+        else:
+            self.rows.sent(req)
         return req
 
 

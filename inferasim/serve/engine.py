@@ -50,6 +50,7 @@ class EngineInstance(EngineCore):
         # (step ends, request, chunk, computed before) of a chunk macro-step whose chunks the
         # cache takes as they complete (``caches_prompt_chunks``)
         self._chunk_plan: tuple[np.ndarray, LiveRequest, int, int] | None = None
+        self._chunks_cached = 0  # of its chunks, those a read has already cached
         # The only engine on its clock (set by the topology): nothing reads its state between
         # its own events, so a step's effects may be applied ahead, stamped with its end.
         self.solo = False
@@ -68,6 +69,8 @@ class EngineInstance(EngineCore):
     def hold_plan(self, ends: np.ndarray | None, steps: int = 0) -> None:
         """The run of decode steps in flight (None: none), for a router reading mid-run."""
         self._plan = None if ends is None else (ends, steps)
+        if self._watch is not None and self._evictions_stamped():
+            self._watch.set_eager(self._watch_at, ends is not None)
 
     def account_decode_run(self, step: Step, done: int, busy_s: float) -> None:
         """``done`` decode steps of a run that ended now (see ``_decoded``)."""
@@ -141,10 +144,12 @@ class EngineInstance(EngineCore):
             self._prealloc_held -= 1  # now a waiting request like any other
         if self._recv_every > 1 and not self._idle:
             self.inbox.append(req)
+            self._load_moved()
             if self._in_macro:
                 self._cut_at_read()
             return
         self.waiting.append(req)
+        self._load_moved()
         self._poke()
 
     def peek(self, req: LiveRequest) -> int:
@@ -158,17 +163,24 @@ class EngineInstance(EngineCore):
         mid-macro-step then sees the evictions step-by-step growth would have made. Growth
         is idempotent, so the macro-step's own allocation at its end only adds the rest."""
         if self._chunk_plan is not None:
-            # the chunks completed by now are cached, as each step's end caches its chunk
+            # the chunks completed by now are cached, each stamped with its step's end, as
+            # the step-exact mode caches them (one tree node per chunk)
             ends, req, chunk, before = self._chunk_plan
             done = bisect_right(ends, self.env.now)
-            if done:
-                self.kv.chunk_done(req, before + done * chunk, float(ends[done - 1]))
+            for j in range(self._chunks_cached + 1, done + 1):
+                self.kv.chunk_done(req, before + j * chunk, float(ends[j - 1]))
+            self._chunks_cached = max(self._chunks_cached, done)
         if self._plan is None:
             return
         ends, k = self._plan
         in_flight = min(k, bisect_right(ends, self.env.now) + 1)
         if in_flight > 1:
             self.grow_through(in_flight)
+
+    def _evictions_stamped(self) -> bool:
+        """A catch-up's evictions are written to a host tier stamped with the read's time:
+        a router catches such an instance up at every read (fleet_routing)."""
+        return self.kv.cache.on_evict is not None
 
     def wait_for_work(self):
         self._wake = self.env.event()
@@ -315,8 +327,13 @@ class EngineInstance(EngineCore):
         t0 = env.now
         ends = step_ends(t0, times)
         self._plan = (ends, k)
+        eager = self._watch is not None and self._evictions_stamped()
+        if eager:
+            self._watch.set_eager(self._watch_at, True)
         done = yield from self._through(ends, self._to_read())
         self._plan = None
+        if eager:
+            self._watch.set_eager(self._watch_at, False)
         self._decoded(step, done, float(ends[done - 1]) - t0)
         return done == k
 
@@ -393,10 +410,21 @@ class EngineInstance(EngineCore):
         t0 = env.now
         ends = step_ends(t0, times)
         self._plan = (ends, k) if decodes else None
+        held = None
         if self._caches_chunks:
             self._chunk_plan = (ends, req, chunk, req.computed)
+            self._chunks_cached = 0
+            if self._watch is not None:
+                # a router's index counts the chunks as cached already: a bound, not a hit
+                held = self._watch.hold(self._watch_at, self.kv.chunk_keys(
+                    req, req.computed + k * chunk))
+        eager = self._watch is not None and decodes and self._evictions_stamped()
+        if eager:
+            self._watch.set_eager(self._watch_at, True)
         yield env.timeout(float(ends[-1]) - t0)
         self._plan = self._chunk_plan = None
+        if eager:
+            self._watch.set_eager(self._watch_at, False)
         stats = self.stats
         stats.steps += k
         stats.prefill_steps += k
@@ -411,8 +439,10 @@ class EngineInstance(EngineCore):
         if self._caches_chunks:
             # none of the k chunks finishes the prompt; each is cached as its step ended, as
             # step by step: the tree's nodes (what a whole-leaf eviction frees) come out alike
-            for j in range(1, k + 1):
+            for j in range(self._chunks_cached + 1, k + 1):
                 self.kv.chunk_done(req, before + j * chunk, float(ends[j - 1]))
+            if held is not None:
+                self._watch.release(self._watch_at, held)
         if decodes:
             self.grow_through(k)
             self._apply_decode(step, k, env.now)

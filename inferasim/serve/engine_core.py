@@ -89,6 +89,18 @@ class EngineCore:
         self.stats = EngineStats()
         self._seq = 0
         self._max_context = scenario.model.max_context
+        # A router's index told of every change of this instance's queues (``watch``)
+        self._watch = None
+        self._watch_at = 0
+
+    def watch(self, router, position: int) -> None:
+        """Tell ``router`` (``fleet_routing.FleetRouting``) when the queues change, as
+        target ``position``."""
+        self._watch, self._watch_at = router, position
+
+    def _load_moved(self) -> None:
+        if self._watch is not None:
+            self._watch.load_changed(self._watch_at)
 
     def max_new(self, req: LiveRequest) -> int:
         """The output the engine believes ``req`` may reach: the client's max_tokens, else the
@@ -112,6 +124,7 @@ class EngineCore:
     def start(self, req: LiveRequest, now: float) -> None:
         self.waiting.remove(req)
         self.running.append(req)
+        self._load_moved()
         self.prefilling.append(req)
         req.peek_version = ()  # its witness would keep evicted tree nodes alive
         req.admitted_seq = self._seq
@@ -154,6 +167,7 @@ class EngineCore:
             self.waiting.insert(0, victim)
         else:
             self.waiting.append(victim)
+        self._load_moved()
         if self._reserve_output and self._ratio_decay > 0:  # SGLang's adapts; TRT-LLM's is 1
             total_out = sum(self.max_new(r) for r in self.running) + 1
             done = sum(r.generated for r in self.running)
@@ -182,6 +196,7 @@ class EngineCore:
         if self._recv_count == 0 or not (self.running or self.waiting):
             self.waiting.extend(self.inbox)
             self.inbox.clear()
+            self._load_moved()
             self._recv_count = 0
 
     def _counted(self, decode_steps: int, prefilled: bool) -> None:
@@ -292,6 +307,7 @@ class EngineCore:
 
     def _refuse(self, req: LiveRequest) -> None:
         self.waiting.remove(req)
+        self._load_moved()
         req.failed = self.kv.refusal(req.target)
         self._done(req)
 
@@ -300,6 +316,7 @@ class EngineCore:
             self.decoding.remove(req)  # writes its final token count back
         self.kv.finish(req, now)
         self.running.remove(req)
+        self._load_moved()
         # The last token cannot reach the client before the first: tokens decoded while the
         # host term (uncached_prompt_latency_us) still holds the first one back arrive with it.
         # The engine's own time (its memory, the next step) is untouched: the term is TTFT's.

@@ -51,6 +51,10 @@ class KVManager:
         # At least one token is always computed, so a fully cached prompt recomputes its last block.
         return min(len(req.match_keys), (req.target - 1) // self.bt)
 
+    def matchable_keys(self, req: LiveRequest):
+        """The keys a peek of ``req`` matches (a fleet index hashes the same ones)."""
+        return req.match_keys[:max(0, self._matchable_blocks(req))]
+
     def peek_once(self, req: LiveRequest) -> int:
         """``peek`` without its memo, for a router asking every instance once per request:
         a memo per request would be replaced at each instance and never hit."""
@@ -213,11 +217,15 @@ class KVManager:
         SGLang inserts each chunk, so a request admitted meanwhile hits them. Idempotent."""
         if req.on_chunk is not None:
             req.on_chunk(computed, now)
-        keys = req.match_keys
-        done = keys[:min(len(keys), int(computed) // self.bt)]
+        done = self.chunk_keys(req, computed)
         if self.prefix_caching:
             self._cache_blocks(req, done, now)
         self._offload(done, now, "computed")  # LMCache stores each chunk as it is computed
+
+    def chunk_keys(self, req: LiveRequest, computed: float):
+        """The full blocks of the first ``computed`` tokens of ``req``'s prompt."""
+        keys = req.match_keys
+        return keys[:min(len(keys), int(computed) // self.bt)]
 
     def prompt_done(self, req: LiveRequest, now: float) -> None:
         """The prompt's full blocks become cached (still pinned while the request runs)."""

@@ -227,6 +227,9 @@ class RadixCache:
         # Called with the keys from the root through blocks about to be evicted (a host tier
         # that writes back what the GPU cache gives up); None = nobody listens.
         self.on_evict = None
+        # A fleet index's view of this cache (``prefix_index.CacheListener``): told of the
+        # blocks (by depth and key) as they become reachable and as they stop being so.
+        self.listener = None
 
     # ---- sizes -------------------------------------------------------------------------
 
@@ -336,6 +339,8 @@ class RadixCache:
         if new_blocks:
             node = self._new_child(node, keys[reused:].copy(), now)
             self.pool.private_to_tree(new_blocks * bt)
+            if self.listener is not None:
+                self.listener.added(node.depth, node.keys)
         duplicates = reused - cached_blocks
         self.pool.free_private(duplicates * bt)
         self.stats.inserted_blocks += new_blocks
@@ -408,7 +413,10 @@ class RadixCache:
         rest of this leaf's tail comes next, as LRU over its blocks would have it). Its
         priority (recency, uid) does not change, so its heap entry stays as it is."""
         tokens = take * self.block_tokens
-        node.reshape(node.keys[: node.blocks - take])
+        keep = node.blocks - take
+        if self.listener is not None:
+            self.listener.removed(node.depth + keep, node.keys[keep:])
+        node.reshape(node.keys[:keep])
         self._evictable -= tokens
         self.pool.tree_to_free(tokens)
         self.stats.evictions += take
@@ -532,6 +540,8 @@ class RadixCache:
         tokens = node.blocks * self.block_tokens
         parent = node.parent
         node.shape += 1
+        if self.listener is not None and not node.orphan:
+            self.listener.removed(node.depth, node.keys)
         if parent is not None:
             del parent.children[node.first_key]
         for child in node.children.values():
@@ -557,6 +567,8 @@ class RadixCache:
             if node.orphan:
                 continue
             node.orphan = True
+            if self.listener is not None:
+                self.listener.removed(node.depth, node.keys)  # unreachable: no match
             self._orphan_tokens += node.blocks * self.block_tokens
             self.stats.orphaned_blocks += node.blocks
             stack.extend(node.children.values())

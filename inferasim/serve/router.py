@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from inferasim.serve.fleet_routing import FleetRouting
 from inferasim.serve.live import LiveRequest
 
 
@@ -23,6 +24,15 @@ def _prefix_affinity(targets: Sequence, req: LiveRequest) -> int:
                key=lambda i: (-targets[i].peek(req), targets[i].load_score, i))
 
 
+#: The scans every policy is defined by; over engine instances the router keeps indexes
+#: instead (``FleetRouting``), which pick the same target.
+SCANS: dict[str, Callable[[Sequence, LiveRequest], int]] = {
+    "least-loaded": _least_loaded,
+    "least-requests": _least_requests,
+    "prefix-affinity": _prefix_affinity,
+}
+
+
 class Router:
     def __init__(self, targets: Sequence, policy: str):
         if not targets:
@@ -30,12 +40,14 @@ class Router:
         self.targets = list(targets)
         self.policy = policy
         self._next = 0
-        self._pick: Callable[[Sequence, LiveRequest], int] = {
-            "round-robin": self._round_robin,
-            "least-loaded": _least_loaded,
-            "least-requests": _least_requests,
-            "prefix-affinity": _prefix_affinity,
-        }[policy]
+        self.fleet: FleetRouting | None = None
+        if policy == "round-robin":
+            self._pick: Callable[[Sequence, LiveRequest], int] = self._round_robin
+        elif len(self.targets) > 1 and FleetRouting.supports(self.targets):
+            self.fleet = FleetRouting(self.targets, policy)
+            self._pick = self.fleet.pick
+        else:
+            self._pick = SCANS[policy]
 
     def _round_robin(self, targets: Sequence, req: LiveRequest) -> int:
         i = self._next

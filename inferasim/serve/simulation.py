@@ -32,6 +32,8 @@ class SimResult:
     knobs: Knobs
     kv_pool_tokens: int = 0
     prefill_kv_pool_tokens: int | None = None  # a disaggregated deployment's prefill pool
+    # where the rows went when they were streamed (``requests`` is then empty)
+    rows: object = None
 
 
 def _rng(seed: int, name: str) -> np.random.Generator:
@@ -136,11 +138,14 @@ CLOCK_EVERY_EVENTS = 4096
 
 
 def simulate(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
-             source: WorkloadSource | None = None, store=None, on_clock=None) -> SimResult:
+             source: WorkloadSource | None = None, store=None, on_clock=None,
+             rows=None) -> SimResult:
     """Replay ``scenario``. Steps are priced by ``oracle`` when given (every engine shares
     it), else by an oracle per engine role calibrated from ``store`` (default: the anchors
     the scenario names), at rank level where attention-DP ranks are simulated apart.
-    ``on_clock(now_s, horizon_s)``, when given, is called as the simulated clock advances."""
+    ``on_clock(now_s, horizon_s)``, when given, is called as the simulated clock advances.
+    ``rows`` (``report.row_stream.RowStream``): stream each request's row to disk as the
+    replay goes instead of keeping every request in ``SimResult.requests``."""
     knobs = knobs or Knobs()
     wl = scenario.workload
     env = simpy.Environment()
@@ -157,7 +162,10 @@ def simulate(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
         return made
 
     topology = build_topology(env, scenario, knobs, source.block_tokens, make_oracle)
-    log = RequestLog(env, wl.max_requests)
+    log = RequestLog(env, wl.max_requests, rows)
+    if rows is not None:
+        rows.start(scenario.speculative.tokens_per_step, scenario.engine.stream_interval,
+                   topology.engines)
     window_start = wl.warmup_s
     horizon = window_start + source.duration_s
     submit = _refusal_guard(_behind_frontend(env, topology.submit,
@@ -172,6 +180,8 @@ def simulate(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
             env.process(closed_loop_client(env, source.next_session, submit, log, horizon))
     with _fewer_collections():
         _run(env, horizon, on_clock)
+    if rows is not None:
+        rows.close()
     # A source with a warm-up phase of its own (agentic lanes) opens its window when it ends.
     window_start, horizon = getattr(source, "measured_window", None) or (window_start, horizon)
     calibration = dict(oracles[0].calibration)
@@ -183,4 +193,4 @@ def simulate(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
                      engines=topology.engines, window_start_s=window_start, horizon_s=horizon,
                      end_s=env.now, calibration=calibration, knobs=knobs,
                      kv_pool_tokens=topology.kv_pool_tokens,
-                     prefill_kv_pool_tokens=topology.prefill_kv_pool_tokens)
+                     prefill_kv_pool_tokens=topology.prefill_kv_pool_tokens, rows=rows)

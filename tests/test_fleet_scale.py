@@ -1,0 +1,147 @@
+"""Fleet scale: routers over indexes pick what their scans pick, rows streamed to disk equal
+the rows kept in memory, and the streamed summary equals the one from the written rows."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from inferasim.config.loader import load_scenario
+from inferasim.report.row_stream import RowStream
+from inferasim.report.run_report import occupancy_frame, replay_summary, streamed_summary
+from inferasim.serve import fleet_routing
+from inferasim.serve.kv_pool import KVPool
+from inferasim.serve.load_index import LoadIndex
+from inferasim.serve.prefix_index import PrefixIndex, indexed_names
+from inferasim.serve.radix_cache import RadixCache
+from inferasim.serve.simulation import simulate
+
+FLEET = ["workload.duration_s=150", "workload.concurrency=24", "engine.kv_pool_tokens=12000",
+         "topology.instances=4"]
+
+
+def _replay(overrides, indexed=True, monkeypatch=None, rows=None):
+    if not indexed:
+        monkeypatch.setattr(fleet_routing.FleetRouting, "supports",
+                            staticmethod(lambda targets: False))
+    result = simulate(load_scenario(None, overrides), rows=rows)
+    if not indexed:
+        monkeypatch.undo()
+    return result
+
+
+@pytest.mark.parametrize("case", [
+    ["engine.name=vllm", "topology.router=prefix-affinity",
+     "engine.max_num_batched_tokens=512"],
+    ["engine.name=sglang", "topology.router=prefix-affinity",
+     "engine.chunked_prefill_size=512", "engine.scheduler_recv_interval=3"],
+    ["engine.name=sglang", "topology.router=prefix-affinity", "engine.eviction_policy=recency"],
+    ["engine.name=vllm", "topology.router=least-loaded"],
+    ["engine.name=atom", "topology.router=least-requests"],
+    ["topology.router=prefix-affinity", "topology.kind=disaggregated",
+     "topology.prefill.instances=3", "topology.decode.instances=2"],
+])
+def test_indexed_router_replays_as_the_scan(case, monkeypatch):
+    """Every request routed, and so every row, as the policy's scan over every instance."""
+    overrides = [*FLEET, *case]
+    scan = _replay(overrides, indexed=False, monkeypatch=monkeypatch)
+    fast = _replay(overrides)
+    a, _ = replay_summary(scan)
+    b, _ = replay_summary(fast)
+    pd.testing.assert_frame_equal(a, b, check_exact=True)
+    assert b.instance.nunique() > 1
+
+
+def test_prefix_affinity_decisions_peek_fewer_instances_than_the_scan():
+    """The scan peeks every instance per decision; the index only its candidates (all those
+    sharing a deep prefix here, where the workload's shared prefix sits between two
+    indexed depths: docs/fleet.md)."""
+    result = _replay([*FLEET, "topology.router=prefix-affinity", "topology.instances=8"])
+    fleet = result.engines[0]._watch
+    assert fleet.decisions > 100
+    assert fleet.verified < 8 * fleet.decisions
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_streamed_rows_equal_rows_in_memory(fmt, tmp_path):
+    """A replay with its rows in memory and one streamed in small row groups: the same rows,
+    the same summary, the same occupancy samples (streamed in group order)."""
+    overrides = [*FLEET, "topology.router=prefix-affinity"]
+    kept = _replay(overrides)
+    stream = RowStream(tmp_path, fmt, group_rows=37)
+    streamed = _replay(overrides, rows=stream)
+    a, sa = replay_summary(kept)
+    b, sb = replay_summary(streamed)
+    pd.testing.assert_frame_equal(a, b, check_exact=True)
+    assert streamed.requests == [] and stream.totals.groups > 3
+    assert stream.max_pending < len(a)
+    assert json.dumps(sa, sort_keys=True) == json.dumps(sb, sort_keys=True)
+    assert json.dumps(streamed_summary(streamed), sort_keys=True) == json.dumps(sb, sort_keys=True)
+    oa, ob = occupancy_frame(kept), occupancy_frame(streamed)
+    by = ["instance", "time_s"]
+    pd.testing.assert_frame_equal(oa.sort_values(by, kind="stable").reset_index(drop=True),
+                                  ob.sort_values(by, kind="stable").reset_index(drop=True))
+
+
+def test_streamed_rows_keep_unfinished_and_single_instance(tmp_path):
+    overrides = ["workload.format=random", "workload.isl=2048", "workload.osl=256",
+                 "workload.rate=3", "workload.duration_s=60"]
+    kept = _replay(overrides)
+    streamed = _replay(overrides, rows=RowStream(tmp_path, "parquet", group_rows=10))
+    a, _ = replay_summary(kept)
+    b, _ = replay_summary(streamed)
+    pd.testing.assert_frame_equal(a, b, check_exact=True)
+
+
+def test_row_stream_rejects_an_unknown_format(tmp_path):
+    with pytest.raises(ValueError, match="rows format 'xlsx'"):
+        RowStream(tmp_path, "xlsx")
+
+
+def test_load_index_least_matches_a_scan():
+    class T:
+        def __init__(self, s):
+            self.s = s
+
+    rng = np.random.default_rng(3)
+    targets = [T(int(rng.integers(0, 6))) for _ in range(20)]
+    index = LoadIndex(targets, lambda t: t.s)
+    for _ in range(500):
+        i = int(rng.integers(0, 20))
+        targets[i].s = int(rng.integers(0, 6))
+        index.changed(i)
+        subset = int(rng.integers(1, 1 << 20))
+        members = [j for j in range(20) if subset >> j & 1]
+        assert index.least(subset) == min(members, key=lambda j: (targets[j].s, j))
+        assert index.least() == min(range(20), key=lambda j: (targets[j].s, j))
+
+
+def test_prefix_index_bounds_every_cache_match():
+    """Indexed from a cache's inserts and evictions, each level's bound is at least what the
+    cache matches, for every instance in that level's mask and no other."""
+    rng = np.random.default_rng(5)
+    index = PrefixIndex()
+    caches = []
+    for i in range(3):
+        cache = RadixCache(KVPool(64 * 40), 64, "leaf-lru")
+        cache.listener = index.listener(i)
+        caches.append(cache)
+    prompts = [np.concatenate(([0], rng.integers(1, 4, size=int(rng.integers(1, 12)))))
+               .astype(np.int64) for _ in range(60)]
+    for t, keys in enumerate(prompts):
+        cache = caches[t % 3]
+        need = len(keys) * 64
+        if cache.make_room(need):
+            cache.pool.alloc_private(need)
+            cache.insert(keys, float(t))
+        for probe in prompts[:20]:
+            levels = index.levels(probe)
+            for i, c in enumerate(caches):
+                true = c.peek_prefix(probe)
+                bound = max([b for b, m in levels if m >> i & 1], default=0)
+                assert true <= bound
+    assert indexed_names(0, np.arange(9, dtype=np.int64)) == \
+        [(k << 6) | p.bit_length() for k, p in ((0, 1), (1, 2), (3, 4), (7, 8))]
