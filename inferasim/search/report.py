@@ -22,6 +22,7 @@ from inferasim.report import strict_json
 from inferasim.report.atomic import RESULT_MARKER, atomic_dir
 from inferasim.search.run import SearchResult, pareto
 from inferasim.search.sla import OBJECTIVES, Sla
+from inferasim.sweep.ladder import write_table
 
 REPLAYED_KEYS = ("total_tok_s_per_gpu", "output_tok_s_per_gpu", "interactivity_tok_s",
                  "ttft_p50_s", "ttft_p90_s", "tpot_p90_ms", "e2e_p90_s", "requests_completed",
@@ -98,13 +99,7 @@ def write(out_dir: str | Path, table: pd.DataFrame, info: dict[str, Any],
         if base is not None:
             (tmp / RESULT_MARKER).write_text(yaml.safe_dump(scenario_to_dict(base),
                                                             sort_keys=False))
-        table.to_csv(tmp / "candidates.csv", index=False)
-        try:
-            import pyarrow  # noqa: F401
-        except ImportError:
-            pass
-        else:
-            table.to_parquet(tmp / "candidates.parquet", index=False)
+        write_table(table, tmp, "candidates")
         front = table[table.on_frontier].sort_values("interactivity_tok_s")
         front.to_csv(tmp / "frontier.csv", index=False)
         (tmp / "search.json").write_text(strict_json.dumps(info, indent=2) + "\n")

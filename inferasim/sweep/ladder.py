@@ -238,6 +238,16 @@ def split_timing(frame: pd.DataFrame, sweep_spec: dict[str, Any] | None
     return rows, spec, timing
 
 
+def write_table(frame: pd.DataFrame, folder: Path, stem: str) -> None:
+    """``stem.csv``, and ``stem.parquet`` where pyarrow is installed."""
+    frame.to_csv(folder / f"{stem}.csv", index=False)
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        return
+    frame.to_parquet(folder / f"{stem}.parquet", index=False)
+
+
 def write_results(out_dir: str | Path, frame: pd.DataFrame, base: Scenario, *,
                   plots: bool = True, sweep_spec: dict[str, Any] | None = None) -> list[str]:
     """Write results.csv (+ .parquet, plots) into a temporary folder, then move it into place.
@@ -249,13 +259,7 @@ def write_results(out_dir: str | Path, frame: pd.DataFrame, base: Scenario, *,
     """
     rows, spec, timing = split_timing(frame, sweep_spec)
     with atomic_dir(out_dir) as tmp:
-        rows.to_csv(tmp / "results.csv", index=False)
-        try:
-            import pyarrow  # noqa: F401
-        except ImportError:
-            pass
-        else:
-            rows.to_parquet(tmp / "results.parquet", index=False)
+        write_table(rows, tmp, "results")
         resolved = scenario_to_dict(base)
         (tmp / "scenario.resolved.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
         if spec is not None:
