@@ -204,7 +204,7 @@ def _run_case(name: str, queue) -> None:
             extra["summary_equal"] = json.dumps(summary, sort_keys=True) == \
                 json.dumps(from_rows, sort_keys=True)
             extra["instances"] = len(result.engines)
-            fleet = result.engines and getattr(result.engines[0], "_watch", None)
+            fleet = result.engines and result.engines[0].router_index
             if fleet:
                 extra["router_peeks_per_decision"] = fleet.verified / max(1, fleet.decisions)
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -60,7 +60,7 @@ def test_prefix_affinity_decisions_peek_fewer_instances_than_the_scan():
     sharing a deep prefix here, where the workload's shared prefix sits between two
     indexed depths: docs/fleet.md)."""
     result = _replay([*FLEET, "topology.router=prefix-affinity", "topology.instances=8"])
-    fleet = result.engines[0]._watch
+    fleet = result.engines[0].router_index
     assert fleet.decisions > 100
     assert fleet.verified < 8 * fleet.decisions
 

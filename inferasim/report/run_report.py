@@ -14,7 +14,7 @@ from inferasim.config.loader import scenario_to_dict
 from inferasim.report import strict_json
 from inferasim.report.atomic import atomic_dir
 from inferasim.report.frame import request_frame
-from inferasim.report.row_stream import StreamTotals
+from inferasim.report.row_stream import StreamTotals, rows_equal_totals
 from inferasim.report.summary import summarize
 
 # Summary keys that say how long this machine took, not what the replay measured: they go to
@@ -40,12 +40,10 @@ def streamed_summary(result, *, percentiles: Sequence[float] | None = None,
     """``replay_summary``'s summary of a streamed replay, reading back only the columns it
     needs; its counts and token totals checked against those kept as the rows went."""
     frame = result.rows.read(list(SUMMARY_COLUMNS))
-    totals = StreamTotals.of(frame)
     kept = result.rows.totals
-    if (totals.rows, totals.ok, totals.failed, totals.unfinished, totals.prompt_tokens,
-            totals.output_tokens_ok) != (kept.rows, kept.ok, kept.failed, kept.unfinished,
-                                         kept.prompt_tokens, kept.output_tokens_ok):
-        raise AssertionError(f"the written rows ({totals}) disagree with the stream ({kept})")
+    if not rows_equal_totals(frame, kept):
+        raise AssertionError(f"the written rows ({StreamTotals.of(frame)}) disagree with the "
+                             f"stream ({kept})")
     return summary_of(result, frame, percentiles=percentiles, slo=slo)
 
 

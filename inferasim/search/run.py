@@ -22,7 +22,7 @@ import numpy as np
 
 from inferasim.config.errors import ConfigError
 from inferasim.config.knobs import Knobs
-from inferasim.search.economics import economics, modelled_power, price_per_hour
+from inferasim.search.economics import economics
 from inferasim.search.replay import RECORD_VERSION, replay_task
 from inferasim.search.sla import OBJECTIVES, Sla, objective_of
 from inferasim.search.space import Candidate
@@ -75,13 +75,9 @@ def project_candidate(candidate: Candidate, knobs: Knobs, moments_cache: dict,
     except ConfigError as exc:
         return Verdict("replay", f"not projected ({exc.message}): replayed")
     proj = dict(proj)
-    tokens = float(proj.get("total_tok_s") or 0.0)
-    price, _ = price_per_hour(sc, prices)
-    gpus = sc.total_gpus
-    proj["cost_per_mtok_usd"] = price * gpus / 3600.0 / tokens * 1e6 \
-        if price and tokens > 0 else math.nan
-    watts = modelled_power(sc.gpu.tdp_w, 1.0) * gpus
-    proj["joules_per_token"] = watts / tokens if tokens > 0 and watts > 0 else math.nan
+    # the closed forms have the engines busy throughout: the modelled draw at full use
+    money = economics(sc, proj, 1.0, prices, None)
+    proj.update({k: money[k] for k in ("cost_per_mtok_usd", "joules_per_token")})
     return proj
 
 

@@ -98,6 +98,11 @@ class EngineCore:
         target ``position``."""
         self._watch, self._watch_at = router, position
 
+    @property
+    def router_index(self):
+        """The router index this instance reports to (``fleet_routing.FleetRouting``), if any."""
+        return self._watch
+
     def _load_moved(self) -> None:
         if self._watch is not None:
             self._watch.load_changed(self._watch_at)
