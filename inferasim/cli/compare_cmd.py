@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import warnings
+
 import click
 
 from inferasim.cli.options import override_options, resolve_scenario
 from inferasim.cli.run_cmd import check_completed
+from inferasim.config.errors import ConfigWarning
 from inferasim.config.knobs import Knobs
 from inferasim.report import strict_json
 
@@ -14,28 +17,46 @@ from inferasim.report import strict_json
 @click.argument("scenario_a", type=click.Path(dir_okay=False))
 @click.argument("scenario_b", type=click.Path(dir_okay=False))
 @override_options
+@click.option("--price", "price_items", multiple=True, metavar="GPU=USD",
+              help="USD per GPU-hour for a part, over the catalog's; repeatable.")
 @click.option("--json", "as_json", is_flag=True, help="Print rows as JSON.")
-def compare(scenario_a, scenario_b, overrides, as_json, **flags):
+def compare(scenario_a, scenario_b, overrides, price_items, as_json, **flags):
     """Replay SCENARIO_A and SCENARIO_B and print every metric with B - A.
 
-    Throughput is also shown per GPU, so deployments of different sizes compare fairly.
-    --set and the shortcut flags apply to both (e.g. the workload)."""
-    from inferasim.report.compare import compare_rows, compare_table
+    Throughput is also shown per GPU, so deployments of different sizes compare fairly, and
+    priced: cost per million output and total tokens from the GPU-hour price (the catalog's,
+    or --price) and energy per token. --set and the shortcut flags apply to both (e.g. the
+    workload)."""
+    from inferasim.cost.calibrated import anchor_store_path, default_store
+    from inferasim.report.compare import compare_rows, compare_table, json_safe, money, money_notes
     from inferasim.report.run_report import replay_summary
+    from inferasim.search.economics import busy_share, parse_prices
     from inferasim.serve.simulation import simulate
 
+    prices = parse_prices(price_items)  # refused before anything replays
     knobs = Knobs.from_env()
     scenarios = [resolve_scenario(path, overrides, replays=True, **flags)
                  for path in (scenario_a, scenario_b)]  # both checked before either replays
-    summaries, names = [], []
+    parts = {sc.gpu.name for sc in scenarios}
+    for name in sorted(set(prices) - parts):
+        warnings.warn(f"--price {name}: neither scenario runs on {name} "
+                      f"(they run on {', '.join(sorted(parts))})", ConfigWarning, stacklevel=1)
+    summaries, figures, names = [], [], []
     for sc in scenarios:
         result = simulate(sc, knobs)
         summary = replay_summary(result)[1]
         check_completed(summary, result, sc)
-        summaries.append(summary)
+        busy = busy_share([e.stats.busy_s for e in result.engines],
+                          float(summary.get("window_s") or 0.0))
+        store_path = anchor_store_path(sc)
+        store = default_store(store_path) if store_path is not None else None
+        figures.append(money(sc, summary, busy, prices, store))
+        summaries.append({**summary, **figures[-1]})
         names.append(sc.name)
     rows = compare_rows(*summaries)
     if as_json:
-        click.echo(strict_json.dumps({"a": names[0], "b": names[1], "rows": rows}))
+        click.echo(strict_json.dumps({"a": names[0], "b": names[1], "rows": rows,
+                                      "money": {"a": json_safe(figures[0]),
+                                                "b": json_safe(figures[1])}}))
     else:
-        click.echo(compare_table(rows, names[0], names[1]))
+        click.echo(compare_table(rows, names[0], names[1], money_notes(*figures)))

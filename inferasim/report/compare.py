@@ -1,9 +1,21 @@
-"""Two replays side by side: each metric, its delta, and per-GPU figures when GPU counts differ."""
+"""Two replays side by side: each metric, its delta, per-GPU figures and what the tokens cost.
+
+The money rows come from ``search.economics`` (the search's own formulas): the GPU-hour price
+(the catalog's or ``--price``) times the deployment's GPUs over its throughput, and the power
+model's joules per token. A part without a price prints its cost as unknown, saying why.
+"""
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+if TYPE_CHECKING:
+    from inferasim.anchors.store import AnchorStore
+    from inferasim.config.scenario import Scenario
 
 METRICS = (
     # key, label, higher is better
@@ -29,10 +41,52 @@ METRICS = (
     ("e2e_mean_s", "E2E mean (s)", False),
     ("e2e_p99_s", "E2E p99 (s)", False),
     ("prefix_hit_rate", "prefix hit rate", True),
+    ("first_admission_hit_rate", "GPU hit rate at admission", True),
+    ("host_hit_rate", "host tier hit rate", True),
     ("preemptions", "preemptions", False),
     ("gpus", "GPUs", None),
     ("kv_pool_tokens", "KV pool per instance (tokens)", None),
+    ("price_per_gpu_hour", "price (USD per GPU-hour)", None),
+    ("cost_per_mtok_output_usd", "cost per M output tokens (USD)", False),
+    ("cost_per_mtok_usd", "cost per M tokens (USD)", False),
+    ("joules_per_token", "energy per token (J)", False),
 )
+MONEY_KEYS = ("price_per_gpu_hour", "cost_per_mtok_output_usd", "cost_per_mtok_usd")
+# Figures well below 1 whose differences matter: printed to four significant digits.
+FINE = frozenset({"cost_per_mtok_usd", "joules_per_token"})
+
+
+@attrs.frozen
+class Unknown:
+    """A figure that cannot be given, and why (printed in place of a number)."""
+
+    reason: str
+
+
+def money(scenario: Scenario, summary: Mapping[str, Any], busy: float,
+          prices: Mapping[str, float], store: AnchorStore | None) -> dict[str, Any]:
+    """The cost and energy figures of one replay: ``economics()``'s, plus the cost per output
+    token; the price figures are Unknown when the part has no price."""
+    from inferasim.search.economics import cost_per_mtok, economics, missing_price
+
+    figures = economics(scenario, summary, busy, prices, store)
+    out = {
+        "gpu": scenario.gpu.name,
+        "price_per_gpu_hour": figures["price_per_gpu_hour"],
+        "price_source": figures["price_source"],
+        "cost_per_mtok_output_usd": cost_per_mtok(figures["price_per_gpu_hour"],
+                                                  scenario.total_gpus,
+                                                  float(summary.get("output_tok_s") or 0.0)),
+        "cost_per_mtok_usd": figures["cost_per_mtok_usd"],
+        "joules_per_token": figures["joules_per_token"],
+        "power_w_per_gpu": figures["power_w_per_gpu"],
+        "power_source": figures["power_source"],
+        "gpu_busy": figures["gpu_busy"],
+    }
+    why = missing_price(scenario, prices)
+    if why is not None:
+        out.update({key: Unknown(why) for key in MONEY_KEYS})
+    return out
 
 
 def compare_rows(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
@@ -40,6 +94,13 @@ def compare_rows(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
     for key, label, higher in METRICS:
         va, vb = a.get(key), b.get(key)
         if va is None or vb is None:
+            continue
+        unknown = {side: v.reason for side, v in (("a", va), ("b", vb)) if isinstance(v, Unknown)}
+        if unknown:
+            rows.append({"metric": key, "label": label,
+                         "a": None if "a" in unknown else va, "b": None if "b" in unknown else vb,
+                         "delta": math.nan, "delta_pct": math.nan, "better": None,
+                         "unknown": unknown})
             continue
         delta = vb - va
         rel = delta / va if isinstance(va, (int, float)) and va not in (0, 0.0) \
@@ -52,17 +113,41 @@ def compare_rows(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def _fmt(v: Any) -> str:
+def _fmt(v: Any, fine: bool = False) -> str:
+    if v is None:
+        return "unknown"
     if isinstance(v, float):
         if math.isnan(v):
             return "-"
+        if fine and 0 < abs(v) < 1:
+            return f"{v:.4g}"
         return f"{v:,.3f}" if abs(v) < 100 else f"{v:,.1f}"
     return f"{v:,}" if isinstance(v, int) else str(v)
 
 
-def compare_table(rows: list[dict[str, Any]], name_a: str, name_b: str) -> str:
+def money_notes(money_a: Mapping[str, Any], money_b: Mapping[str, Any]) -> list[str]:
+    """Lines under the table: where each side's price came from, or why it has none, and
+    what its power is."""
+    lines = []
+    for side, m in (("A", money_a), ("B", money_b)):
+        price = m["price_per_gpu_hour"]
+        if isinstance(price, Unknown):
+            lines.append(f"{side} cost unknown: {price.reason}")
+        else:
+            lines.append(f"{side} price: {m['gpu']} at {price:.2f} USD per GPU-hour "
+                         f"({m['price_source'] or 'no source given'})")
+        if math.isnan(m["power_w_per_gpu"]):
+            lines.append(f"{side} power unknown: {m['gpu']} has no TDP in the catalog")
+        else:
+            lines.append(f"{side} power: {m['power_w_per_gpu']:.0f} W per GPU, "
+                         f"{m['power_source']} (engines busy {m['gpu_busy']:.0%} of the window)")
+    return lines
+
+
+def compare_table(rows: list[dict[str, Any]], name_a: str, name_b: str,
+                  notes: Iterable[str] = ()) -> str:
     header = ("metric", f"A: {name_a}", f"B: {name_b}", "B - A", "B vs A", "better")
-    body = [(r["label"], _fmt(r["a"]), _fmt(r["b"]), _fmt(r["delta"]),
+    body = [(r["label"], *(_fmt(r[k], r["metric"] in FINE) for k in ("a", "b", "delta")),
              "-" if math.isnan(r["delta_pct"]) else f"{r['delta_pct']:+.1f}%", r["better"] or "")
             for r in rows]
     widths = [max(len(str(x[i])) for x in [header, *body]) for i in range(len(header))]
@@ -71,4 +156,20 @@ def compare_table(rows: list[dict[str, Any]], name_a: str, name_b: str) -> str:
     for row in body:
         lines.append("  ".join([row[0].ljust(widths[0])]
                                + [str(c).rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)]))
+    notes = list(notes)
+    if notes:
+        lines.append("")
+        lines.extend(notes)
     return "\n".join(lines)
+
+
+def json_safe(figures: Mapping[str, Any]) -> dict[str, Any]:
+    """A money dict for --json: an Unknown figure as null with its reason beside it."""
+    out: dict[str, Any] = {}
+    for key, value in figures.items():
+        if isinstance(value, Unknown):
+            out[key] = None
+            out["unknown"] = value.reason
+        else:
+            out[key] = value
+    return out

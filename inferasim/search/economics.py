@@ -13,7 +13,7 @@ docs/search.md gives the reasoning and the hold-out of the serving draw.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from inferasim.anchors.store import AnchorStore
@@ -51,6 +51,29 @@ def price_per_hour(scenario: Scenario, prices: Mapping[str, float]) -> tuple[flo
     if gpu.name in prices:
         return prices[gpu.name], "--price"
     return gpu.price_per_gpu_hour, gpu.price_source or ""
+
+
+def missing_price(scenario: Scenario, prices: Mapping[str, float]) -> str | None:
+    """Why the deployment has no cost (its part has no price, none given), or None."""
+    if price_per_hour(scenario, prices)[0] is not None:
+        return None
+    name = scenario.gpu.name
+    return f"no price for {name}: pass --price {name}=USD"
+
+
+def cost_per_mtok(price_per_gpu_hour: float | None, gpus: int, tok_s: float) -> float:
+    """USD per million tokens: ``gpus`` GPU-hours at the price buy ``tok_s x 3600`` tokens
+    (NaN when the price or the throughput is unknown)."""
+    if not price_per_gpu_hour or not tok_s or tok_s <= 0:
+        return math.nan
+    return price_per_gpu_hour * gpus / 3600.0 / tok_s * 1e6
+
+
+def busy_share(busy_s: Sequence[float], window_s: float) -> float:
+    """The engines' mean busy fraction of the measured window, at most 1."""
+    if not busy_s:
+        return 0.0
+    return min(1.0, sum(busy_s) / (len(busy_s) * max(window_s, 1e-9)))
 
 
 def measured_power(scenario: Scenario, store: AnchorStore | None) -> float | None:
@@ -94,7 +117,7 @@ def economics(scenario: Scenario, summary: Mapping[str, Any], busy: float,
     else:
         power, power_source = math.nan, "unknown"
     watts = power * gpus
-    cost = price * gpus / 3600.0 / tokens * 1e6 if price and tokens > 0 else math.nan
+    cost = cost_per_mtok(price, gpus, tokens)
     return {
         "price_per_gpu_hour": price if price is not None else math.nan,
         "price_source": source,

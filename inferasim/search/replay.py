@@ -15,6 +15,7 @@ RECORD_VERSION = "search-record-1"
 
 def replay_task(task: tuple) -> tuple[dict[str, Any], float]:
     from inferasim.report.run_report import replay_summary
+    from inferasim.search.economics import busy_share
     from inferasim.serve.simulation import simulate
     from inferasim.sweep.ladder import flat_summary
 
@@ -22,9 +23,7 @@ def replay_task(task: tuple) -> tuple[dict[str, Any], float]:
     started = time.perf_counter()
     result = simulate(scenario, knobs)
     _, summary = replay_summary(result, percentiles=percentiles, slo=slo)
-    window = max(float(summary.get("window_s") or 0.0), 1e-9)
-    engines = result.engines
-    busy = sum(e.stats.busy_s for e in engines) / (len(engines) * window) if engines else 0.0
     record = {k: v for k, v in flat_summary(summary).items() if k != "wall_s"}
-    record["gpu_busy"] = min(1.0, busy)
+    record["gpu_busy"] = busy_share([e.stats.busy_s for e in result.engines],
+                                    float(summary.get("window_s") or 0.0))
     return record, time.perf_counter() - started
