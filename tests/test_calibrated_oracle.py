@@ -154,10 +154,14 @@ def test_an_anchor_that_records_its_kv_width_transports_it(scenario):
     fp8 = CalibratedOracle(with_kv(scenario, "fp8"), fp8_anchor)
     assert fp8.calibration["mode"] == "anchored"
     assert decode(fp8, 16) == pytest.approx(MEASURED[16], rel=1e-9)
-    # a bf16 target is refused by the regime (kv_dtype is a regime axis)
+    # a bf16 target is refused by the regime (kv_dtype is a regime axis): the anchors then
+    # price it only as a prior (read against their own fp8 KV), or not at all without one
     bf16 = CalibratedOracle(with_kv(scenario, "bf16"), fp8_anchor)
-    assert bf16.calibration["mode"] == "analytic"
+    assert bf16.calibration["mode"] == "prior"
     assert bf16.calibration["refused"] == {"kv_dtype": 3}
+    bare = with_kv(scenario, "bf16")
+    bare = attrs.evolve(bare, sim=attrs.evolve(bare.sim, prior="none"))
+    assert CalibratedOracle(bare, fp8_anchor).calibration["mode"] == "analytic"
 
 
 def test_no_usable_anchor_falls_back_to_analytic_with_the_reason(scenario):

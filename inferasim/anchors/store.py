@@ -38,6 +38,21 @@ PREFILL_MIN_ISLS = 3
 #: within this factor of a probed one: no curve is needed to stay where it measured.
 PREFILL_POINT_BAND = 1.25
 
+#: Where no anchor of the target's regime exists, the resolution chain's next steps, nearest
+#: first: each names the regime axes it may cross. What is crossed is priced by the analytic
+#: model on both sides (the anchor's own model, weights, KV and layout against the target's),
+#: so what an anchor carries over is how far its part and engine ran from the analytic step,
+#: not its step. The speculative axis is never crossed: a verify step of another width is
+#: another step. Nor is the engine: held out by model, a prior from the part's other engines
+#: did worse than the analytic model on each of the three regimes it reached (DeepSeek-R1
+#: SGLang and TRT-LLM on H200 from vLLM's grids, GLM-5 vLLM MTP from SGLang and TRT-LLM;
+#: docs/anchors.md, "A prior per part and engine"), so the chain goes from the part and
+#: engine to the analytic model.
+PRIOR_LEVELS = (
+    ("part and engine", frozenset({"model", "weight_dtype", "kv_dtype", "tp", "ep",
+                                   "dp_attention", "dcp"})),
+)
+
 
 # ---------------------------------------------------------------- files
 
@@ -127,16 +142,33 @@ class TargetAnchors:
     warnings: tuple[str, ...] = ()
     # Anchor id -> regime axes it does not record (skipped in the comparison).
     skipped_axes: dict[str, tuple[str, ...]] = attrs.field(factory=dict)
+    # No anchor of the target's regime: ``usable`` is a prior from the level of
+    # PRIOR_LEVELS named here (other models or layouts on the part), and ``refused`` still
+    # lists every anchor the regime refused.
+    prior_level: str | None = None
 
     @property
     def calibrated(self) -> bool:
         return bool(self.usable)
 
     @property
+    def prior_note(self) -> str | None:
+        if self.prior_level is None:
+            return None
+        models = sorted({r.regime.model or "?" for r in self.usable})
+        engines = sorted({r.regime.engine or "?" for r in self.usable})
+        return (f"prior: no anchor of this regime; {len(self.usable)} anchor(s) of the same "
+                f"{self.prior_level} ({', '.join(models)} under {', '.join(engines)}) carry "
+                "how far that part ran from the analytic step, each against its own model's "
+                "analytic step; a prior, not a measurement of this deployment")
+
+    @property
     def notes(self) -> list[str]:
         out = []
         if not self.usable:
             out.append("no usable anchor: the oracle falls back to the analytic model")
+        if self.prior_level is not None:
+            out.append(self.prior_note)
         if self.build_note:
             out.append(self.build_note)
         if self.prefill_note:
@@ -166,6 +198,7 @@ class TargetAnchors:
             "prefill_note": self.prefill_note,
             "warnings": list(self.warnings),
             "skipped_axes": {k: list(v) for k, v in self.skipped_axes.items()},
+            "prior_level": self.prior_level,
             "notes": self.notes,
         }
 
@@ -274,9 +307,11 @@ class AnchorStore:
         return anchor_frame(records)
 
     def for_target(self, scenario: Any, *, isl: int | None = None,
-                   batch: int | None = None) -> TargetAnchors:
+                   batch: int | None = None, prior: bool = True) -> TargetAnchors:
         """Anchors usable for a scenario (or a ``Target``), the refused ones with their axes,
-        the build preference and the coverage notes."""
+        the build preference and the coverage notes. With none of the target's regime and
+        ``prior``, the nearest level of PRIOR_LEVELS that holds anchors stands in for them
+        (``TargetAnchors.prior_level`` says which)."""
         target = scenario if isinstance(scenario, Target) else Target.from_scenario(scenario)
         if isl is not None or batch is not None:
             target = attrs.evolve(target, isl=isl if isl is not None else target.isl,
@@ -293,14 +328,46 @@ class AnchorStore:
                 if unknown:
                     skipped[record.id] = tuple(unknown)
         usable, set_aside, crossed, build_note = _prefer_build(compatible, target.build)
-        prefill_ok, prefill_note = _prefill_coverage(usable, target.isl)
+        level = None
+        if not usable and prior:
+            level, usable = _prior(refused, target.build)
+        prefill_ok, prefill_note = prefill_coverage(usable, target.isl)
         warnings = _contradictions(usable) + _decode_coverage(usable, target.batch)
         return TargetAnchors(
             target=target, usable=tuple(usable), refused=tuple(refused),
             set_aside=tuple(set_aside), crossed_build=crossed, build_note=build_note,
             prefill_calibrated=prefill_ok, prefill_note=prefill_note, warnings=tuple(warnings),
             skipped_axes={k: v for k, v in skipped.items() if any(r.id == k for r in usable)},
+            prior_level=level,
         )
+
+
+def _prior(refused: list[Refusal], build: str) -> tuple[str | None, list[AnchorRecord]]:
+    """The nearest level of PRIOR_LEVELS that holds anchors, and those anchors: within each
+    regime they hold (its model, weights, KV, layout, engine), the target's build where that
+    regime has it, else its newest build, as for the target's own anchors (builds months apart
+    are not pooled). Engines inferasim does not model, and anchors without a closed-loop
+    decode step, are no prior."""
+    from inferasim.config.scenario import ENGINES
+
+    for level, crossing in PRIOR_LEVELS:
+        found = [r.anchor for r in refused if set(r.axes) <= crossing
+                 and r.anchor.regime.engine in ENGINES and r.anchor.regime.model is not None
+                 and r.anchor.decode_step_s is not None]
+        if not found:
+            continue
+        regimes: dict[tuple, list[AnchorRecord]] = {}
+        for r in found:
+            reg = r.regime
+            regimes.setdefault((reg.model, reg.weight_dtype, reg.kv_dtype, reg.tp, reg.ep,
+                                reg.dp_attention, reg.dcp, reg.engine, reg.spec_method,
+                                reg.draft_tokens), []).append(r)
+        chosen: list[AnchorRecord] = []
+        for group in regimes.values():
+            same = [r for r in group if build and _build_matches(r, build)]
+            chosen += same or _newest_build(group)[0]
+        return level, chosen
+    return None, []
 
 
 def _build_matches(record: AnchorRecord, build: str) -> bool:
@@ -361,7 +428,7 @@ def _prefer_build(records: list[AnchorRecord], build: str
     return other, [], True, note
 
 
-def _prefill_coverage(records: list[AnchorRecord], target_isl: int | None
+def prefill_coverage(records: list[AnchorRecord], target_isl: int | None
                       ) -> tuple[bool, str | None]:
     if not records:
         return False, None

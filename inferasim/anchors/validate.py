@@ -15,6 +15,11 @@ regime alone, and each is predicted from the anchors of its regime at *other* sh
 build preferred (the replay states it as its version) and crossed, with the point so marked,
 where no anchor of its build measured another shape. History rows record no image:
 ``date_as_build`` reads each run date as one build (InferenceX runs one image per date).
+
+``hold_out="model"`` removes every anchor of the held-out anchor's model: what is left can
+price it only as a prior (``store.PRIOR_LEVELS``: other models on its part and engine, then
+on its part), or not at all (the analytic model). Each point is scored and labelled with the
+calibration it got, as a user running a model without anchors gets it.
 """
 
 from __future__ import annotations
@@ -54,7 +59,7 @@ TARGET_MIN_SCORED = 3
 #: (``shape``), or every long prompt (``isl``: the anchors at ISL >= ISL_HELD_FROM predicted
 #: from those at ISL <= ISL_FITTED_UPTO of the same regime, as a projection to a longer prompt
 #: than any measured is).
-HOLD_OUT = ("point", "shape", "isl")
+HOLD_OUT = ("point", "shape", "isl", "model")
 ISL_HELD_FROM = 16384
 ISL_FITTED_UPTO = 8192
 
@@ -79,6 +84,9 @@ class Prediction:
     # Whether the anchors that calibrated it include its own build (always, leaving one point
     # out; leaving a shape out, only where its build measured another shape).
     same_build: bool = True
+    # The calibration the prediction got: "anchored", "prior: <level>" or "analytic".
+    calibration: str = "anchored"
+    model: str | None = None
 
     def error(self, metric: str) -> float | None:
         if metric in self.excluded:
@@ -321,22 +329,26 @@ def measured_metrics(record: AnchorRecord) -> dict[str, float | None]:
     return {"tput_per_gpu": tput, "tpot": tpot, "ttft": record.ttft_s}
 
 
-def predict(target: Scenario, others: list[AnchorRecord], knobs: Knobs
+def _as_store(others: list[AnchorRecord] | AnchorStore) -> AnchorStore:
+    return others if isinstance(others, AnchorStore) else AnchorStore(others)
+
+
+def predict(target: Scenario, others: list[AnchorRecord] | AnchorStore, knobs: Knobs
             ) -> tuple[dict[str, float | None], int, dict]:
     from inferasim.report.run_report import replay_summary
     from inferasim.serve.simulation import simulate
 
     # The replay builds its oracle as a run does: per rank where attention-DP ranks are
     # simulated apart, read against the lockstep group's step where they step together.
-    result = simulate(target, knobs, store=AnchorStore(others))
+    result = simulate(target, knobs, store=_as_store(others))
     _frame, s = replay_summary(result)
     pred = {"tput_per_gpu": s["total_tok_s_per_gpu"], "tpot": s["tpot_mean_ms"] / 1e3,
             "ttft": s["ttft_p50_s"]}
     return pred, int(s["requests_completed"]), result.calibration
 
 
-def predict_closed_form(target: Scenario, others: list[AnchorRecord], knobs: Knobs
-                        ) -> tuple[dict[str, float | None], int, dict]:
+def predict_closed_form(target: Scenario, others: list[AnchorRecord] | AnchorStore,
+                        knobs: Knobs) -> tuple[dict[str, float | None], int, dict]:
     """The closed loop of fixed-length requests in closed form, for loads too wide to replay
     quickly: every client prefills in one burst (chunked at the engine's batched-token budget)
     then decodes together at the mean context ``isl + osl / 2``; the loop runs ten rounds as
@@ -345,7 +357,7 @@ def predict_closed_form(target: Scenario, others: list[AnchorRecord], knobs: Kno
     from inferasim.cost.calibrated import CalibratedOracle
     from inferasim.cost.oracle import StepBatch
 
-    oracle = CalibratedOracle(target, AnchorStore(others), knobs)
+    oracle = CalibratedOracle(target, _as_store(others), knobs)
     wl, eng, spec = target.workload, target.engine, target.speculative
     n = max(1, min(wl.concurrency, eng.max_num_seqs * target.parallel.dp_attention))
     advance = spec.tokens_per_step
@@ -378,16 +390,21 @@ def validate_store(store: AnchorStore, *, knobs: Knobs | None = None,
     knobs = knobs or Knobs()
     temps = _load_templates(templates)
     by_shape = hold_out in ("shape", "isl")
+    by_model = hold_out == "model"
     records_in = dates_as_builds(store) if date_as_build else list(store)
+    # leaving a model out, every other model's anchors: one store per model held out
+    without: dict[str | None, AnchorStore] = {}
     results: list[GroupResult] = []
-    for _key, records in regime_groups(records_in, by_build=not by_shape).items():
-        label = group_label(records[0], with_build=not by_shape)
+    for _key, records in regime_groups(records_in, by_build=not (by_shape or by_model)).items():
+        label = group_label(records[0], with_build=not (by_shape or by_model))
+        if by_model:
+            label = f"{records[0].regime.model} {label}"
         usable = [r for r in records if _decodable(r)]
         if records[0].regime.engine not in ENGINES:
             results.append(GroupResult(label, len(records), skipped=(
                 f"engine {records[0].regime.engine} is not modelled by inferasim")))
             continue
-        if len(usable) < 2:
+        if len(usable) < (1 if by_model else 2):
             results.append(GroupResult(label, len(records), skipped=(
                 f"{len(usable)} anchor(s) with a closed-loop decode step; leave-one-out needs 2")))
             continue
@@ -414,7 +431,13 @@ def validate_store(store: AnchorStore, *, knobs: Knobs | None = None,
         preds: list[Prediction] = []
         notes: set[str] = set()
         for held in usable:
-            if hold_out == "isl":
+            if by_model:
+                model = held.regime.model
+                if model not in without:
+                    without[model] = AnchorStore(r for r in records_in
+                                                 if r.regime.model != model)
+                others = without[model]
+            elif hold_out == "isl":
                 if held.workload.isl < ISL_HELD_FROM:
                     continue
                 others = [r for r in usable if r.workload.isl <= ISL_FITTED_UPTO]
@@ -427,7 +450,8 @@ def validate_store(store: AnchorStore, *, knobs: Knobs | None = None,
             if by_shape and build:
                 # its own build preferred among the other shapes, crossed where it has none
                 target = attrs.evolve(target, engine=attrs.evolve(target.engine, version=build))
-            target = _with_measured_acceptance(target, others)
+            if not by_model:  # another model's acceptance is not this one's
+                target = _with_measured_acceptance(target, others)
             started = time.perf_counter()
             method = "replay" if held.workload.concurrency <= max_replay_concurrency \
                 else "closed-form"
@@ -439,9 +463,11 @@ def validate_store(store: AnchorStore, *, knobs: Knobs | None = None,
             except ConfigError as exc:
                 notes.add(f"{held.id}: {exc}")
                 continue
-            if cal.get("mode") != "anchored":
+            mode = cal.get("mode")
+            if mode != "anchored" and not by_model:
                 notes.add(f"{held.id}: not calibrated ({cal.get('fallback')})")
                 continue
+            calibration = f"prior: {cal.get('prior_level')}" if mode == "prior" else mode
             notes.update(n for n in cal.get("notes", ()) if not n.startswith("build"))
             used = set(cal.get("anchors_used", ()))
             preds.append(Prediction(
@@ -449,8 +475,9 @@ def validate_store(store: AnchorStore, *, knobs: Knobs | None = None,
                 concurrency=int(held.workload.concurrency), measured=measured_metrics(held),
                 predicted=pred, replay_requests=n, wall_s=time.perf_counter() - started,
                 method=method, excluded=_inconsistent(held),
-                bracketed=_bracketed(held, others, used),
-                same_build=_calibrated_by_own_build(held, others, used)))
+                bracketed=not by_model and _bracketed(held, others, used),
+                same_build=not by_model and _calibrated_by_own_build(held, others, used),
+                calibration=calibration, model=held.regime.model))
         results.append(GroupResult(label, len(records), predictions=tuple(preds),
                                    template=template_name, notes=tuple(sorted(notes))))
     return results
@@ -478,10 +505,19 @@ METHODS = {
     "shape": ("leave-one-shape-out within each regime: each anchor's workload replayed with the "
               "calibrated oracle built from its regime's anchors at other ISL/OSL, its own build "
               "preferred"),
+    "model": ("every anchor of a model held out: each anchor's workload replayed with the "
+              "oracle the other models' anchors give it (a prior from its part and engine, "
+              "then its part, else the analytic model), labelled with which"),
     "isl": (f"long prompts held out within each regime: each anchor at ISL >= {ISL_HELD_FROM} "
             f"replayed with the calibrated oracle built from its regime's anchors at ISL <= "
             f"{ISL_FITTED_UPTO}, its own build preferred"),
 }
+
+
+def by_model_stats(preds: list[Prediction]) -> dict[str, dict[str, dict[str, float | None]]]:
+    """Error statistics per model (the model held out, with ``hold_out="model"``)."""
+    models = sorted({p.model or "?" for p in preds})
+    return {m: error_stats(p for p in preds if (p.model or "?") == m) for m in models}
 
 
 def report_dict(results: list[GroupResult], hold_out: str = "point") -> dict[str, Any]:
@@ -494,6 +530,10 @@ def report_dict(results: list[GroupResult], hold_out: str = "point") -> dict[str
         "overall_sweep_ends": error_stats(p for p in all_preds if not p.bracketed),
         "overall_same_build": error_stats(p for p in all_preds if p.same_build),
         "overall_cross_build": error_stats(p for p in all_preds if not p.same_build),
+        "overall_by_calibration": {
+            c: error_stats(p for p in all_preds if p.calibration == c)
+            for c in sorted({p.calibration for p in all_preds})},
+        "overall_by_model": by_model_stats(all_preds),
         "targets": targets_met(results),
         "groups": [{
             "group": g.key, "anchors": g.anchors, "skipped": g.skipped, "template": g.template,
@@ -503,6 +543,7 @@ def report_dict(results: list[GroupResult], hold_out: str = "point") -> dict[str
                 "measured": p.measured, "predicted": p.predicted,
                 "error": {m: p.error(m) for m in METRICS},
                 "method": p.method, "bracketed": p.bracketed, "same_build": p.same_build,
+                "calibration": p.calibration,
                 "excluded": p.excluded,
                 "replay_requests": p.replay_requests, "wall_s": round(p.wall_s, 3),
             } for p in g.predictions],

@@ -281,12 +281,14 @@ def _signed(value: float | None) -> str:
 @anchors_option("Anchor folder or file (default: the shipped anchors/).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("-v", "--verbose", is_flag=True, help="Print every held-out anchor.")
-@click.option("--hold-out", type=click.Choice(["point", "shape", "isl"]), default="point",
-              show_default=True,
+@click.option("--hold-out", type=click.Choice(["point", "shape", "isl", "model"]),
+              default="point", show_default=True,
               help="point: predict each anchor from the others of its regime and build. shape: "
                    "from its regime's anchors at other ISL/OSL (its build preferred), as a "
                    "projection to an unmeasured shape is. isl: each prompt of 16k tokens or "
-                   "more from its regime's prompts of 8k or fewer.")
+                   "more from its regime's prompts of 8k or fewer. model: from the other "
+                   "models' anchors alone (a prior from the same part and engine, then part; "
+                   "else analytic), as a model without anchors is priced.")
 @click.option("--date-as-build", is_flag=True,
               help="Read each run date as one build where a record names no image or version "
                    "(the InferenceMAX history rows).")
@@ -326,9 +328,10 @@ def validate_cmd(old_folder: Path | None, folder: Path | None, old_dir: Path | N
     if markdown:
         click.echo(markdown_table(results))
         return
-    by_shape = hold_out in ("shape", "isl")
+    by_shape = hold_out in ("shape", "isl", "model")
     click.echo({"shape": "leave-one-shape-out within each regime",
                 "isl": "long prompts (ISL >= 16k) from short ones (<= 8k) within each regime",
+                "model": "each model from the other models' anchors alone (a prior, or analytic)",
                 "point": "leave-one-out within each regime and build"}[hold_out]
                + "; abs error median / p90 (predicted / measured - 1)")
     click.echo(f"{'regime' if by_shape else 'regime @ build':78} {'n':>3} {'tput/GPU':>15} "
@@ -352,7 +355,12 @@ def validate_cmd(old_folder: Path | None, folder: Path | None, old_dir: Path | N
                 for metric, why in p.excluded.items():
                     click.echo(f"      {metric} not scored: {why}")
     preds = [p for g in results for p in g.predictions]
-    if by_shape:
+    if hold_out == "model":
+        splits = tuple((f"  {c}", [p for p in preds if p.calibration == c])
+                       for c in sorted({p.calibration for p in preds})) + tuple(
+            (f"  model {m}", [p for p in preds if p.model == m])
+            for m in sorted({p.model or "?" for p in preds}))
+    elif by_shape:
         splits = (("  calibrated by its own build at another shape",
                    [p for p in preds if p.same_build]),
                   ("  from other builds only (its build measured one shape)",

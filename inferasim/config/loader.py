@@ -23,17 +23,26 @@ def _origin(origins: dict[str, str], key: str, fallback: str) -> str:
     return origins.get(key, fallback)
 
 
+def catalog_model(name: str, weight_dtype: str | None = None, *,
+                  origin_file: str = "<catalog>", dtype_origin: str = "<catalog>",
+                  default_file: str | None = None) -> ModelSpec:
+    """A catalog model, its weights in ``weight_dtype`` when given (else the entry's own)."""
+    mdata, morigins, _ = load_entry("models", name, key="model.name", origin_file=origin_file)
+    if weight_dtype is not None:
+        mdata["weight_dtype"] = weight_dtype
+        morigins["weight_dtype"] = dtype_origin
+    return build_spec(ModelSpec, mdata, prefix="model", default_file=default_file or origin_file,
+                      origins={f"model.{k}": v for k, v in morigins.items()})
+
+
 def resolve(data: dict[str, Any], origins: dict[str, str], path: str, *,
             check_fit: bool = True) -> Scenario:
     spec: ScenarioSpec = build_spec(ScenarioSpec, data, origins=origins, default_file=path)
 
-    mdata, morigins, _ = load_entry("models", spec.model.name, key="model.name",
-                                    origin_file=_origin(origins, "model.name", path))
-    if spec.model.weight_dtype is not None:
-        mdata["weight_dtype"] = spec.model.weight_dtype
-        morigins["weight_dtype"] = _origin(origins, "model.weight_dtype", path)
-    model = build_spec(ModelSpec, mdata, prefix="model", default_file=str(path),
-                       origins={f"model.{k}": v for k, v in morigins.items()})
+    model = catalog_model(spec.model.name, spec.model.weight_dtype,
+                          origin_file=_origin(origins, "model.name", path),
+                          dtype_origin=_origin(origins, "model.weight_dtype", path),
+                          default_file=str(path))
 
     gdata, gorigins, _ = load_entry("gpus", spec.gpu.name, key="gpu.name",
                                     origin_file=_origin(origins, "gpu.name", path))

@@ -361,6 +361,10 @@ class SimSpec:
     # scenario's folder, then the working directory); empty = the shipped anchors/; "none" =
     # no anchors, the analytic model alone.
     anchors: str = ""
+    # Where no anchor of the scenario's regime exists: "auto" prices it from a prior, the
+    # anchors of other models or layouts on the same part (store.PRIOR_LEVELS); "none" keeps
+    # the analytic model.
+    prior: str = attrs.field(default="auto", metadata=choices("auto", "none"))
 
 
 @attrs.frozen

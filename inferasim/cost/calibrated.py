@@ -69,11 +69,13 @@ import attrs
 import numpy as np
 
 from inferasim.arch.memory import memory_plan
+from inferasim.config.errors import ConfigError
 from inferasim.config.knobs import Knobs
-from inferasim.config.loader import rank_scenario
+from inferasim.config.loader import catalog_model, rank_scenario
 from inferasim.config.paths import resolve_scenario_path
 from inferasim.config.scenario import ParallelSpec, Scenario
 from inferasim.cost.oracle import AnalyticOracle, StepBatch, StepCost
+from inferasim.cost.prior import PooledPrior, reading
 from inferasim.cost.ratio_table import extrapolation, pooled_trend, ratio_at, trend_held
 from inferasim.cost.ttft_model import TtftRow, fit_ttft, latency_at, latency_at_load
 
@@ -142,22 +144,63 @@ class CalibratedOracle:
         self.result = anchors
         self._store = store
         if self.result is None and store is not None:
-            self.result = store.for_target(scenario)
+            self.result = store.for_target(scenario, prior=scenario.sim.prior != "none")
+        self._usable: list = []
+        # No anchor of the target's regime: the other regimes on its part, pooled (prior.py)
+        self.prior: PooledPrior | None = None
         if self.result is not None:
-            self._collect(self.result.usable)
-        self.calibrated = bool(self.points)
+            self._usable = self._priced(self.result.usable)
+            if self.result.prior_level is not None:
+                self.prior = self._pool_prior(self._usable)
+            else:
+                self._collect(self._usable)
+        self.calibrated = bool(self.points) or self.prior is not None
         # The decode ratio table at the target's width, per measured concurrency.
         # per verify width: log batch, measured/analytic, log mean context of those anchors
         self._tables: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        if self.prior is not None:
+            self.prefill_slope = self.prior.prefill_slope
+            self.prefill_step_overhead_s = self.prior.overhead_s
+            self._frontend_modelled = self.prior.frontend_modelled
+            self._prefill_calibrated = self.prior.prefill_calibrated
+            self.calibration = self._report()
+            return
         if self.calibrated and self.result.set_aside and self._wants_prior():
             self._borrow_trend(self.result.set_aside)
         if self.calibrated:
             # reads the decode ratios (the wait). Refused coverage keeps the slope at 1: the
             # prefill stays analytic, the time outside the engine is still the anchors'.
-            self._fit_prefill(self.result.usable, fit_slope=self.result.prefill_calibrated)
+            self._fit_prefill(self._usable, fit_slope=self.result.prefill_calibrated)
         self._frontend_modelled = bool(self.calibrated and self.prefill_points)
         self._prefill_calibrated = self._frontend_modelled and self.result.prefill_calibrated
         self.calibration = self._report()
+
+    def _pool_prior(self, records) -> PooledPrior | None:
+        """Each regime among ``records`` calibrated on its own deployment (its model, layout
+        and KV, the target's engine settings), then pooled (``PooledPrior``)."""
+        from inferasim.anchors.store import TargetAnchors, prefill_coverage
+
+        groups: dict[tuple, list] = {}
+        for record in records:
+            reg = record.regime
+            groups.setdefault(self._anchor_oracle(record)[1] + (reg.engine,), []).append(record)
+        readings = []
+        for key, group in groups.items():
+            target = self.result.target
+            ok, _ = prefill_coverage(group, target.isl)
+            own = TargetAnchors(target=target, usable=tuple(group), refused=(),
+                                prefill_calibrated=ok)
+            sub = CalibratedOracle(self._anchor_scenario(group[0]), self._store, self.knobs,
+                                   anchors=own, rank_level=self.rank_level)
+            label = (f"{group[0].regime.model} {key[-1]} tp{key[0]} ep{key[1]} dpa{key[2]} "
+                     f"kv {key[4]}")
+            read = reading(label, group[0].regime.model or "?", sub)
+            if read is not None:
+                readings.append(read)
+        if not readings:
+            self._notes.append("no regime of the prior calibrates a decode step")
+            return None
+        return PooledPrior(self.result.prior_level, readings)
 
     def _analytic(self, scenario: Scenario) -> AnalyticOracle:
         if self.rank_level:
@@ -166,21 +209,46 @@ class CalibratedOracle:
 
     # -- anchors -> points --------------------------------------------------------------
     def _anchor_scenario(self, record) -> Scenario:
+        """The target with the anchor's regime: its layout and KV dtype, and, for a prior
+        (``TargetAnchors.prior_level``), its own model and weights (the analytic step it is
+        read against is its model's, not the target's). The engine's settings stay the
+        target's."""
         reg, sc = record.regime, self.scenario
         par = sc.parallel
         parallel = ParallelSpec(tp=reg.tp or par.tp, ep=reg.ep or par.ep,
                                 dp_attention=reg.dp_attention or par.dp_attention,
                                 dcp=reg.dcp or par.dcp)
         engine = attrs.evolve(sc.engine, kv_dtype=reg.kv_dtype or sc.kv_dtype)
-        return attrs.evolve(sc, parallel=parallel, engine=engine)
+        model = sc.model
+        if self.result.prior_level is not None:
+            dtype = reg.weight_dtype if reg.weight_dtype not in (None, "fp4") else None
+            model = catalog_model(reg.model, dtype)
+        return attrs.evolve(sc, model=model, parallel=parallel, engine=engine)
 
     def _anchor_oracle(self, record) -> tuple[AnalyticOracle, tuple]:
         sc = self._anchor_scenario(record)
         key = (sc.parallel.tp, sc.parallel.ep, sc.parallel.dp_attention, sc.parallel.dcp,
-               sc.kv_dtype)
+               sc.kv_dtype, sc.model.name, sc.model.weight_dtype)
         if key not in self._oracles:
             self._oracles[key] = self._analytic(sc)
         return self._oracles[key], key
+
+    def _priced(self, records) -> list:
+        """The records whose own deployment the analytic model can price: all of the
+        target's regime; of a prior, those whose model the catalog holds at that layout."""
+        if self.result is None or self.result.prior_level is None:
+            return list(records)
+        kept, dropped = [], set()
+        for record in records:
+            try:
+                self._pool_tokens(record)   # builds its analytic oracle too
+            except (ConfigError, ValueError) as exc:
+                dropped.add(f"{record.regime.model}: {str(exc).splitlines()[0]}")
+                continue
+            kept.append(record)
+        for why in sorted(dropped):
+            self._notes.append(f"prior anchors of {why} are left out")
+        return kept
 
     def _lone_prefill(self, record) -> float:
         """The analytic lone prefill of the anchor's prompt in its own regime, remembered per
@@ -352,15 +420,16 @@ class CalibratedOracle:
         ``fit_slope`` False (the store refused the probe's coverage of the target's ISL): the
         slope stays 1 and only the latency, the TTFT beyond that model, is read."""
         usable = [r for r in usable if r.ttft_s is not None and not r.little_mismatch()]
-        best: dict[int, Any] = {}
+        best: dict[tuple, Any] = {}   # per model (a prior holds several) and ISL
         for record in usable:
             w = record.workload
             conc = w.concurrency if w.concurrency is not None else math.inf
-            old = best.get(w.isl)
+            key = (w.isl, record.regime.model or "")
+            old = best.get(key)
             if old is None or conc < (old.workload.concurrency or math.inf):
-                best[w.isl] = record
+                best[key] = record
         rows = []   # TtftRow per ISL
-        for _isl, record in sorted(best.items()):
+        for _key, record in sorted(best.items()):
             row = self._ttft_row(record)
             if row.prefill > 0:
                 rows.append(row)
@@ -513,6 +582,12 @@ class CalibratedOracle:
         fixed ~175 ms plus a prefill that grows as the analytic one does (docs/anchors.md)."""
         if not self._frontend_modelled:
             return 0.0
+        if self.prior is not None:
+            n = max(1, int(in_flight))
+            value = self._latency_memo.get(n)
+            if value is None:
+                value = self._latency_memo[n] = self.prior.frontend_latency(n)
+            return value
         if self._latency_table is None:
             return self.frontend_latency_s
         n = max(1, int(in_flight))
@@ -568,6 +643,8 @@ class CalibratedOracle:
         width = self.width if width is None else width
         if not self.calibrated or n <= 0:
             return 1.0
+        if self.prior is not None:
+            return self.prior.ratio
         key = (n, width)
         r = self._ratio_cache.get(key)
         if r is None:
@@ -584,11 +661,17 @@ class CalibratedOracle:
         own = float(np.interp(math.log(n), logb, log_ctx))
         return r * context_factor(slope, math.log(context) - own)
 
+    def decode_table(self) -> dict[int, float]:
+        """measured/analytic per anchored concurrency at the target's width (a prior's
+        regimes are read by it)."""
+        logb, ratios, _ = self._table(self.width)
+        return {int(round(math.exp(b))): float(r) for b, r in zip(logb, ratios, strict=True)}
+
     def _trend_context(self, width: int, *contexts: np.ndarray) -> float | None:
         """The mean resident context of ``contexts`` (the sequences a step decodes) where the
         decode ratio follows the context, else None: computed only then, as it is asked every
         step."""
-        if not self._context_slope(width):
+        if self.prior is not None or not self._context_slope(width):
             return None
         sizes = sum(c.size for c in contexts)
         return float(sum(float(c.sum()) for c in contexts) / sizes) if sizes else None
@@ -743,6 +826,8 @@ class CalibratedOracle:
             return {"mode": "analytic", "note": reason, "anchors_used": [],
                     "refused": refused, "crossed_build": crossed, "notes": notes,
                     "fallback": reason, "prefill": "analytic", "decode_ratio": {}}
+        if self.prior is not None:
+            return self._prior_report(refused, crossed, notes)
         logb, ratios, log_ctx = self._table(self.width)
         table = {int(round(math.exp(b))): round(float(r), 4) for b, r in zip(logb, ratios, strict=True)}
         prefill = "calibrated" if self._prefill_calibrated else "analytic"
@@ -760,7 +845,7 @@ class CalibratedOracle:
         if self.prefill_step_overhead_s:
             carried += (f"; each prefill step +{self.prefill_step_overhead_s * 1e3:.0f} ms "
                         "(read from the decode stalls)")
-        polled = sorted({int(r.regime.scheduler_recv_interval) for r in self.result.usable
+        polled = sorted({int(r.regime.scheduler_recv_interval) for r in self._usable
                          if (r.regime.scheduler_recv_interval or 1) > 1})
         if self._frontend_modelled and polled:
             notes.append("the anchors' TTFT includes the wait for SGLang's next read of new "
@@ -795,6 +880,29 @@ class CalibratedOracle:
                                            self.prefill_step_overhead_s) * 1e3, 2),
                  "wait_ms": round(r.wait * 1e3, 2)}
                 for r in self.prefill_points]
+        return out
+
+    def _prior_report(self, refused: dict, crossed: bool, notes: list[str]) -> dict[str, Any]:
+        """The calibration of a prior: its level, the regimes it pooled, the refusals."""
+        prior = self.prior
+        used = [r.id for r in self._usable]
+        models = sorted({r.model for r in prior.readings})
+        lo, hi = prior.batches
+        prefill = "calibrated" if self._prefill_calibrated else "analytic"
+        note = (f"prior from the same {prior.level}: {len(prior.readings)} regime(s) of "
+                f"{', '.join(models)} ({len(used)} anchors), decode ratio {prior.ratio:.3g} "
+                f"(the median of their levels, flat in the batch); prefill {prefill}")
+        if self.prefill_step_overhead_s:
+            note += (f"; each prefill step +{self.prefill_step_overhead_s * 1e3:.0f} ms")
+        origins = sorted({self._store.origin(i) for i in used}) if self._store is not None else []
+        out = {"mode": "prior", "note": note, "anchors_used": used, "anchor_files": origins,
+               "refused": refused, "crossed_build": crossed, "notes": notes, "fallback": None,
+               "prefill": prefill, "decode_ratio": {lo: round(prior.ratio, 4),
+                                                    hi: round(prior.ratio, 4)},
+               "prior_level": prior.level, "prior_models": models, "prior": prior.to_dict()}
+        if self._frontend_modelled:
+            out["prefill_slope"] = round(self.prefill_slope, 4)
+            out["frontend_latency_ms"] = round(self.frontend_latency(1) * 1e3, 2)
         return out
 
 

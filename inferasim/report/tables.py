@@ -119,6 +119,13 @@ def markdown_table(results) -> str:
         lines.append(f"| {g.key} | {scored(st)} | {cells(st)} |")
     st = error_stats(preds)
     lines.append(f"| **all** | {scored(st)} | {cells(st)} |")
+    for field, what in (("calibration", "calibrated as"), ("model", "model")):
+        values = sorted({getattr(p, field) or "?" for p in preds})
+        if len(values) < 2:
+            continue
+        for v in values:
+            st = error_stats(p for p in preds if (getattr(p, field) or "?") == v)
+            lines.append(f"| {what} {v} | {scored(st)} | {cells(st)} |")
     lines.append("")
     lines.append("median / p90 absolute error (signed median) of predicted / measured - 1; "
                  "TTFT by its median")

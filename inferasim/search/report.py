@@ -121,7 +121,7 @@ def plot_frontier(table: pd.DataFrame, path: Path, title: str) -> None:
 
     rep = table[table.stage != "pruned"]
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for mode, marker in (("anchored", "o"), ("analytic", "x")):
+    for mode, marker in (("anchored", "o"), ("prior", "^"), ("analytic", "x")):
         pts = rep[rep["calibration.mode"] == mode]
         ax.scatter(pts.interactivity_tok_s, pts.total_tok_s_per_gpu, marker=marker, s=18,
                    alpha=0.6, label=f"replayed ({mode})")

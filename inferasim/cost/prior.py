@@ -1,0 +1,89 @@
+"""A prior: how far a part (and engine) runs from the analytic step, pooled over the regimes
+of other models or layouts measured on it, for a target no anchor of its own regime prices.
+
+Each regime the prior draws on is first calibrated on its own, against its own model's
+analytic step (``CalibratedOracle`` on that regime's deployment). What is pooled is each
+regime's *level* — its decode ratio at the lowest concurrency it measured, where a decode
+step streams weights and KV and is most the part's and its kernels' — and its prefill
+efficiency, time outside the engine and prefill step overhead, each by the median over the
+regimes. The level is held flat in the batch: how a ratio moves with the batch is the
+model's own (over the vLLM H200 grids a hybrid-attention model's ratio rose 6x where a
+MoE's fell), so the target's batch trend is its analytic step's. Held out by model on those
+grids, this reading beat the two others tried (each regime's whole ratio table pooled, trend
+included; the geometric mean of each regime's table): docs/anchors.md, "A prior per part and
+engine", has the three and the analytic model side by side.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import attrs
+import numpy as np
+
+
+@attrs.frozen
+class RegimeReading:
+    """One regime's own calibration, as the prior pools it."""
+
+    label: str
+    model: str
+    anchors: int
+    level: float                  # its decode ratio at its lowest measured concurrency
+    batches: tuple[int, int]      # the sweep it was read over
+    prefill_slope: float | None   # None: its prefill was not calibrated
+    overhead_s: float
+    oracle: Any = attrs.field(eq=False, repr=False)   # its CalibratedOracle
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"regime": self.label, "model": self.model, "anchors": self.anchors,
+               "decode_level": round(self.level, 4),
+               "concurrency": list(self.batches)}
+        if self.prefill_slope is not None:
+            out["prefill_slope"] = round(self.prefill_slope, 4)
+        return out
+
+
+def reading(label: str, model: str, oracle) -> RegimeReading | None:
+    """A calibrated regime's reading; None when its oracle calibrated nothing."""
+    if not oracle.calibrated:
+        return None
+    table = oracle.decode_table()
+    level = table[min(table)]
+    slope = oracle.prefill_slope if oracle.calibration["prefill"] == "calibrated" else None
+    return RegimeReading(label, model, len(oracle.points), level, (min(table), max(table)),
+                         slope, oracle.prefill_step_overhead_s, oracle)
+
+
+class PooledPrior:
+    """The median over the regimes' readings (``readings`` non-empty)."""
+
+    def __init__(self, level: str, readings: list[RegimeReading]):
+        self.level = level
+        self.readings = readings
+        self.ratio = math.exp(float(np.median([math.log(r.level) for r in readings])))
+        slopes = [r.prefill_slope for r in readings if r.prefill_slope is not None]
+        self.prefill_calibrated = bool(slopes)
+        self.prefill_slope = float(np.median(slopes)) if slopes else 1.0
+        self.overhead_s = float(np.median([r.overhead_s for r in readings]))
+        self._frontends = [r.oracle for r in readings if r.oracle.frontend_modelled]
+
+    @property
+    def frontend_modelled(self) -> bool:
+        return bool(self._frontends)
+
+    def frontend_latency(self, in_flight: int) -> float:
+        """The median of the regimes' time outside the engine at this load."""
+        return float(np.median([o.frontend_latency(in_flight) for o in self._frontends]))
+
+    @property
+    def batches(self) -> tuple[int, int]:
+        return (min(r.batches[0] for r in self.readings),
+                max(r.batches[1] for r in self.readings))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"level": self.level, "decode_ratio": round(self.ratio, 4),
+                "prefill_slope": round(self.prefill_slope, 4) if self.prefill_calibrated
+                else None,
+                "regimes": [r.to_dict() for r in self.readings]}

@@ -1,0 +1,146 @@
+"""A prior for a regime no anchor measured: the other models and layouts on the same part and
+engine, then on the same part, each calibrated against its own model's analytic step, their
+levels pooled by the median (store.PRIOR_LEVELS, cost/prior.py)."""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from inferasim.anchors.record import AnchorRecord
+from inferasim.anchors.store import AnchorStore
+from inferasim.anchors.validate import validate_store
+from inferasim.cli.main import cli
+from inferasim.config.catalog import REPO_ROOT
+from inferasim.config.loader import load_scenario
+from inferasim.cost.calibrated import CalibratedOracle
+from inferasim.cost.oracle import AnalyticOracle, StepBatch
+
+SCENARIO = REPO_ROOT / "scenarios" / "inferencemax" / "dsr1-mi355x-sglang-fp8-tp8.yaml"
+ISL, OSL = 1024, 1024
+
+
+def record(model: str, conc: int, step: float, *, engine: str = "sglang", spec: str = "none",
+           build: str = "lmsysorg/sglang:v0.5.9-rocm700-mi35x", tp: int = 8) -> AnchorRecord:
+    regime = {"model": model, "engine": engine, "gpu": "mi355x", "weight_dtype": "fp8",
+              "spec_method": spec, "tp": tp, "ep": 1, "dp_attention": 1, "num_gpus": tp}
+    if spec != "none":
+        regime["draft_tokens"] = 1
+    return AnchorRecord.from_dict({
+        "id": f"t-{model}-{engine}-{spec}-tp{tp}-{build.rsplit(':', 1)[-1]}-c{conc}",
+        "provenance": {"source": "test", "image": build},
+        "regime": regime,
+        "workload": {"isl": ISL, "osl": OSL, "concurrency": conc},
+        "measurements": {"itl_median_s": step, "tpot_mean_s": step, "ttft_median_s": 0.2},
+    })
+
+
+def sweep(model: str, factor: float, **kw) -> list[AnchorRecord]:
+    return [record(model, c, factor * s, **kw) for c, s in ((4, 0.010), (16, 0.013), (64, 0.02))]
+
+
+@pytest.fixture(scope="module")
+def target():
+    return load_scenario(SCENARIO, ["engine.version=", "workload.isl=1024",
+                                    "workload.osl=1024"])
+
+
+def test_a_target_without_anchors_of_its_regime_takes_the_same_part_and_engine(target):
+    store = AnchorStore(sweep("glm-5", 1.0) + sweep("glm-5", 1.0, engine="atom",
+                                                    build="rocm/atom:v0.1"))
+    found = store.for_target(target)
+    assert found.prior_level == "part and engine"
+    assert {r.regime.engine for r in found.usable} == {"sglang"}
+    assert any("prior" in n for n in found.notes)
+    # every anchor was refused for the target's own regime (by model), and stays listed
+    assert found.refused_by_axis()["model"] == 6
+    assert not store.for_target(target, prior=False).usable
+
+
+def test_another_engine_on_the_part_is_no_prior(target):
+    """Held out by model, the part's other engines priced worse than the analytic model."""
+    store = AnchorStore(sweep("glm-5", 1.0, engine="atom", build="rocm/atom:v0.1"))
+    found = store.for_target(target)
+    assert found.prior_level is None and not found.usable
+
+
+def test_a_prior_never_crosses_the_speculative_axis(target):
+    store = AnchorStore(sweep("glm-5", 1.0, spec="mtp"))
+    found = store.for_target(target)
+    assert found.prior_level is None and not found.usable
+
+
+def test_a_prior_takes_each_regimes_newest_build(target):
+    old = sweep("glm-5", 3.0, build="lmsysorg/sglang:v0.5.2-rocm700-mi35x")
+    new = sweep("glm-5", 1.0, build="lmsysorg/sglang:v0.5.9-rocm700-mi35x")
+    old = [attrs.evolve(r, provenance=attrs.evolve(r.provenance, date="2025-10-01")) for r in old]
+    new = [attrs.evolve(r, provenance=attrs.evolve(r.provenance, date="2026-03-01")) for r in new]
+    found = AnchorStore(old + new).for_target(target)
+    assert {r.id for r in found.usable} == {r.id for r in new}
+
+
+def test_the_prior_is_the_median_of_the_regimes_levels_against_their_own_models(target):
+    regimes = {"glm-5": 1.2, "minimax-m2.5": 2.0, "kimi-k2.5": 3.5}
+    store = AnchorStore([r for m, f in regimes.items() for r in sweep(m, f)])
+    oracle = CalibratedOracle(target, store)
+    assert oracle.calibration["mode"] == "prior"
+    assert oracle.calibration["prior_models"] == sorted(regimes)
+    levels = {r.model: r.level for r in oracle.prior.readings}
+    assert oracle.prior.ratio == pytest.approx(sorted(levels.values())[1])
+    # each level is that regime's measured step over its own model's analytic step: the
+    # same steps read against another model would give another level
+    doubled = CalibratedOracle(target, AnchorStore(sweep("glm-5", 2.4)))
+    assert doubled.prior.ratio == pytest.approx(2 * levels["glm-5"], rel=1e-6)
+    # the target's step is the analytic one at the pooled ratio, flat in the batch
+    analytic = AnalyticOracle(target)
+    for n in (1, 8, 200):
+        batch = StepBatch(decode_context=np.full(n, 1500.0))
+        assert oracle.step(batch).seconds == pytest.approx(
+            oracle.prior.ratio * analytic.step(batch).seconds)
+    assert oracle.frontend_latency(4) > 0    # the anchors' TTFT beyond their prefill
+
+
+def test_sim_prior_none_keeps_the_analytic_model(target):
+    store = AnchorStore(sweep("glm-5", 1.5))
+    off = attrs.evolve(target, sim=attrs.evolve(target.sim, prior="none"))
+    assert CalibratedOracle(off, store).calibration["mode"] == "analytic"
+    assert CalibratedOracle(target, store).calibration["mode"] == "prior"
+
+
+def test_a_prior_of_a_model_the_catalog_lacks_is_left_out_with_a_note(target):
+    store = AnchorStore(sweep("glm-5", 1.5) + sweep("no-such-model", 1.0))
+    oracle = CalibratedOracle(target, store)
+    assert oracle.calibration["prior_models"] == ["glm-5"]
+    assert any("no-such-model" in n for n in oracle.calibration["notes"])
+
+
+def test_hold_out_model_predicts_each_model_from_the_others_alone(tmp_path):
+    short = [record(m, c, f * s) for m, f in (("deepseek-r1", 1.0), ("glm-5", 1.4))
+             for c, s in ((2, 0.010), (4, 0.011))]
+    store = AnchorStore(short)
+    results = validate_store(store, hold_out="model", target_requests=8)
+    preds = [p for g in results for p in g.predictions]
+    assert {p.model for p in preds} == {"deepseek-r1", "glm-5"}
+    assert {p.calibration for p in preds} == {"prior: part and engine"}
+    assert all(math.isfinite(p.predicted["tput_per_gpu"]) for p in preds)
+
+
+def test_validate_cli_hold_out_model_rows_per_model_and_calibration(tmp_path):
+    import json
+
+    path = tmp_path / "two.json"
+    recs = [record(m, c, f * s) for m, f in (("deepseek-r1", 1.0), ("glm-5", 1.4))
+            for c, s in ((2, 0.010), (4, 0.011))]
+    path.write_text(json.dumps({"schema_version": 1, "anchors": [r.to_dict() for r in recs]}))
+    out = CliRunner().invoke(cli, ["anchors", "validate", "--anchors", str(path),
+                                   "--hold-out", "model", "--markdown"])
+    assert out.exit_code == 0, out.output
+    assert "| model deepseek-r1 |" in out.output and "| model glm-5 |" in out.output
+    data = json.loads(CliRunner().invoke(cli, ["anchors", "validate", "--anchors", str(path),
+                                               "--hold-out", "model", "--json"]).output)
+    assert set(data["overall_by_model"]) == {"deepseek-r1", "glm-5"}
+    assert set(data["overall_by_calibration"]) == {"prior: part and engine"}
