@@ -93,6 +93,10 @@ class Workload:
     # loop's clients in waves: they finish together and send together, and their prompts
     # queue as one burst (the calibrated oracle reads their TTFT so).
     range_ratio: float | None = attrs.field(default=None, metadata=between(0.0, 1.0))
+    # Sequences decoding at once on average, where that is not the concurrency: agentic
+    # lanes think, wait and prefill between their decodes (Little's law on the output
+    # stream: output tok/s x mean ITL). The calibrated oracle reads the step at this batch.
+    decode_batch: float | None = attrs.field(default=None, metadata=above(0))
 
 
 @attrs.frozen

@@ -80,7 +80,8 @@ def _par(reg) -> str:
 
 @anchors.command("import")
 @click.option("--from", "source", required=True,
-              type=click.Choice(["inferencemax", "grid", "vllm-bench", "sglang-bench", "aiperf"]),
+              type=click.Choice(["inferencemax", "grid", "vllm-bench", "sglang-bench", "aiperf",
+                                 "agentx-ladder"]),
               help="Which tool wrote FILE.")
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--out", "out", required=True, type=click.Path(dir_okay=False),

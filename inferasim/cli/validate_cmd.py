@@ -55,12 +55,27 @@ def _table(rows) -> str:
               help="The AgentX corpus (default: agentx-traces/ beside the CSV's folder).")
 @click.option("--jobs", type=int, default=None,
               help="Local worker processes (default: the CPU count; 1 runs in this process).")
+@click.option("--hold-out", "hold_out", type=click.Choice(["none", "rung"]), default="none",
+              show_default=True,
+              help="rung: replay each rung below its ladder's measured cliff calibrated by its "
+                   "ladder's other rungs alone (imported as agentx-ladder anchors), and print "
+                   "the median error of output tok/s and mean TTFT over them.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows and cliffs as JSON.")
-def agentx(csv_path, overrides, only, ladder_filter, trace, jobs, as_json):
+def agentx(csv_path, overrides, only, ladder_filter, trace, jobs, hold_out, as_json):
     """Replay every rung of the measured AgentX ladders in CSV (agentx_dev_ladders.csv)."""
+    import tempfile
+    from pathlib import Path
+
     from inferasim.sweep.executors import make_executor
     from inferasim.sweep.ladder import parse_concurrency, run_replay
-    from inferasim.validate.agentx import cliff, compare_row, read_ladders, rung_scenario
+    from inferasim.validate.agentx import (
+        cliff,
+        compare_row,
+        held_out_anchors,
+        held_out_errors,
+        read_ladders,
+        rung_scenario,
+    )
 
     rungs = read_ladders(csv_path, trace)
     wanted = parse_concurrency(only)
@@ -71,15 +86,40 @@ def agentx(csv_path, overrides, only, ladder_filter, trace, jobs, as_json):
     if not rungs:
         raise click.UsageError("no rung of the file is left to replay by --concurrency/--ladder")
     knobs = Knobs.from_env()
-    tasks = [(rung_scenario(rung, overrides), knobs) for rung in rungs]
-    summaries: list = [None] * len(tasks)
-    with make_executor(jobs) as ex:
-        for index, (summary, _) in ex.run(run_replay, tasks):
-            summaries[index] = summary
-            if not as_json:
-                click.echo(f"  replayed {rungs[index].ladder} c{rungs[index].concurrency}",
-                           err=True)
+    with tempfile.TemporaryDirectory(prefix="inferasim-holdout-") as tmp:
+        sets = [tuple(overrides)] * len(rungs)
+        if hold_out == "rung":
+            files = held_out_anchors(rungs, csv_path, Path(tmp))
+            if not files:
+                raise click.UsageError("no rung below its ladder's cliff has another rung of "
+                                       "its ladder to be calibrated by")
+            rungs = [r for i, r in enumerate(rungs) if i in files]
+            sets = [(*overrides, f"sim.anchors={path}") for path in files.values()]
+        tasks = [(rung_scenario(rung, keys), knobs) for rung, keys in zip(rungs, sets,
+                                                                         strict=True)]
+        summaries: list = [None] * len(tasks)
+        with make_executor(jobs) as ex:
+            for index, (summary, _) in ex.run(run_replay, tasks):
+                summaries[index] = summary
+                if not as_json:
+                    click.echo(f"  replayed {rungs[index].ladder} c{rungs[index].concurrency}",
+                               err=True)
     rows = [compare_row(r, s) for r, s in zip(rungs, summaries, strict=True)]
+    if hold_out == "rung":
+        for row, summary in zip(rows, summaries, strict=True):
+            row["calibration"] = summary.get("calibration", {}).get("mode")
+        errors = {"all": held_out_errors(rows)}
+        for label in dict.fromkeys(r["ladder"] for r in rows):
+            errors[label] = held_out_errors([r for r in rows if r["ladder"] == label])
+        if as_json:
+            click.echo(strict_json.dumps({"rows": rows, "held_out": errors}))
+            return
+        click.echo(_table(rows))
+        for label, err in errors.items():
+            cells = ", ".join(f"{m} {100 * e['median_abs']:.1f}% ({100 * e['median_signed']:+.1f}%)"
+                              for m, e in err.items() if e["median_abs"] is not None)
+            click.echo(f"held out, {label}: median abs (signed) error: {cells}")
+        return
     cliffs = {}
     for label in dict.fromkeys(r["ladder"] for r in rows):
         mine = [r for r in rows if r["ladder"] == label]

@@ -350,7 +350,10 @@ class CalibratedOracle:
             if reg.kv_dtype is None:
                 kv_assumed = True
             replicas = reg.replicas or 1
-            batch = max(1, min(int(round(w.concurrency / replicas)),
+            # the sequences that decoded at once: the clients, or where lanes think and wait
+            # between their decodes, the batch the record measured (Workload.decode_batch)
+            decoding = w.decode_batch if w.decode_batch is not None else w.concurrency
+            batch = max(1, min(int(round(decoding / replicas)),
                                self._running_cap(record, oracle)))
             batch = self._scheduled(batch, oracle)
             measured = float(step)

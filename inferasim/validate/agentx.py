@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 import pandas as pd
 
+from inferasim.anchors.importers.agentx_ladder import cliff_between
 from inferasim.anchors.normalise import engine_version_from_image
 from inferasim.config.catalog import CATALOG_DIR, SCENARIO_DIR, catalog_names
 from inferasim.config.errors import ConfigError
@@ -171,22 +172,68 @@ def cliff(rows: Sequence[dict[str, Any]], prefix: str) -> tuple[int, int] | None
     of the first step whose hit rate drops from >= 0.5 to < 0.2; on a ladder whose
     measurement records no hit rate, whose mean TTFT grows more than 5x (both sides judged
     alike)."""
-    ordered = sorted(rows, key=lambda r: r["concurrency"])
-    by_ttft = any(math.isnan(r["measured_prefix_hit_rate"]) for r in ordered)
+    by_ttft = any(math.isnan(r["measured_prefix_hit_rate"]) for r in rows)
     tiered = prefix == "simulated" and any(r.get("simulated_host_hit_rate", 0.0) > 0
-                                           for r in ordered)
+                                           for r in rows)
 
     def hit(r: dict[str, Any]) -> float:
+        if by_ttft:
+            return math.nan
         # with a host tier the cliff is where the cache as a whole (GPU and host) stops
         # serving the prompts, not where the GPU's share falls
         if tiered:
             return r["simulated_first_admission_hit_rate"] + r["simulated_host_hit_rate"]
         return r[f"{prefix}_prefix_hit_rate"]
 
-    for a, b in zip(ordered, ordered[1:], strict=False):
-        if by_ttft:
-            if b[f"{prefix}_ttft_mean_s"] > 5.0 * a[f"{prefix}_ttft_mean_s"]:
-                return a["concurrency"], b["concurrency"]
-        elif hit(a) >= 0.5 and hit(b) < 0.2:
-            return a["concurrency"], b["concurrency"]
-    return None
+    return cliff_between([{"concurrency": r["concurrency"], "prefix_hit_rate": hit(r),
+                           "ttft_mean_s": r[f"{prefix}_ttft_mean_s"]} for r in rows])
+
+
+def _ladder_key(model: str | None, engine: str | None, gpu: str | None, tp: int | None,
+                weight: str | None) -> tuple:
+    return (model, engine, gpu, int(tp or 0), weight)
+
+
+def held_out_anchors(rungs: Sequence[Rung], csv_path: str | Path, folder: Path
+                     ) -> dict[int, Path]:
+    """For each rung below its ladder's measured cliff (the rungs
+    ``anchors import --from agentx-ladder`` keeps), an anchor file of the same ladder's
+    other rungs: the index of the rung in ``rungs`` -> that file. The rung is then replayed
+    calibrated by its neighbours alone, never by itself."""
+    from inferasim.anchors.importers.agentx_ladder import import_agentx_ladder
+    from inferasim.anchors.store import write_anchor_file
+
+    anchors = import_agentx_ladder(csv_path)
+    by_ladder: dict[tuple, list] = {}
+    for a in anchors:
+        reg = a.regime
+        by_ladder.setdefault(_ladder_key(reg.model, reg.engine, reg.gpu, reg.tp,
+                                         reg.weight_dtype), []).append(a)
+    out: dict[int, Path] = {}
+    for i, rung in enumerate(rungs):
+        keys = dict(s.split("=", 1) for s in rung.overrides)
+        mine = by_ladder.get(_ladder_key(keys["model.name"], keys["engine.name"],
+                                         keys["gpu.name"], int(keys["parallel.tp"]),
+                                         keys["model.weight_dtype"]), [])
+        own = [a for a in mine if a.workload.concurrency == rung.concurrency]
+        others = [a for a in mine if a.workload.concurrency != rung.concurrency]
+        if not own or not others:
+            continue
+        path = folder / f"rung-{i}.json"
+        write_anchor_file(path, others, generated_by="validate agentx --hold-out rung")
+        out[i] = path
+    return out
+
+
+def held_out_errors(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
+    """Median absolute and signed error of output tok/s and mean TTFT over ``rows``."""
+    import numpy as np
+
+    out = {}
+    for metric in ("output_tok_s", "ttft_mean_s"):
+        errs = np.array([r[f"simulated_{metric}"] / r[f"measured_{metric}"] - 1.0
+                         for r in rows if r[f"measured_{metric}"] > 0])
+        out[metric] = {"n": int(errs.size),
+                       "median_abs": float(np.median(np.abs(errs))) if errs.size else None,
+                       "median_signed": float(np.median(errs)) if errs.size else None}
+    return out

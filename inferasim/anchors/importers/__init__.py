@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from inferasim.anchors.importers.agentx_ladder import import_agentx_ladder
 from inferasim.anchors.importers.aiperf import import_aiperf
 from inferasim.anchors.importers.grid import import_grid
 from inferasim.anchors.importers.inferencemax import import_inferencemax
@@ -21,10 +22,11 @@ IMPORTERS: dict[str, Callable[..., list[AnchorRecord]]] = {
     "vllm-bench": import_vllm_bench,
     "sglang-bench": import_sglang_bench,
     "aiperf": import_aiperf,
+    "agentx-ladder": import_agentx_ladder,
 }
 
 #: Importers that accept a launch command's arguments (``server_args``).
 TAKES_SERVER_ARGS = ("vllm-bench", "aiperf")
 
-__all__ = ["IMPORTERS", "TAKES_SERVER_ARGS", "import_aiperf", "import_grid",
+__all__ = ["IMPORTERS", "TAKES_SERVER_ARGS", "import_agentx_ladder", "import_aiperf", "import_grid",
            "import_inferencemax", "import_sglang_bench", "import_vllm_bench"]

@@ -1,0 +1,156 @@
+"""Measured AgentX ladders (``agentx_dev_ladders.csv``: one row per concurrency rung of an
+agentic-coding run, whole-server aggregates) -> decode anchors.
+
+An agentic rung is not a closed loop of random prompts. Its lanes think between turns, and
+most of each prompt is cached, so two of its figures are read differently:
+
+- **The decode step** is the mean ITL, at the batch that decoded at once: Little's law on
+  the output stream, output tok/s x mean ITL (a lane is decoding for that share of the run).
+  At four lanes MiniMax-M2.5 FP8 on 2 x MI355X decoded 1.4 sequences at a time, not four.
+  The context is the mean prompt per request (input tok/s x duration / requests) plus half
+  the mean output.
+- **The TTFT is not imported.** It is the prefill of an uncached tail on top of a cached
+  context, plus the wait for a slot, and the oracle's TTFT model reads a lone random prompt.
+  The replay prices the prefill itself.
+
+Rungs past a ladder's KV cliff are left out (``below_cliff``). There every prompt is
+computed, its chunks share the steps with the decodes, and the mean ITL is then a mixed
+step, not a decode step. The cliff is the first rung where the server's hit rate falls from
+at least 0.5 to below 0.2 (on a ladder without a hit rate, where the mean TTFT grows more than
+5x): the same rule ``validate agentx`` judges the cliff by.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from inferasim.anchors import normalise as nz
+from inferasim.anchors.importers._common import (
+    apply_hints,
+    check_hints,
+    need_file,
+    num,
+    per_gpu,
+    read_csv_whole,
+    regime_from_model_id,
+    slug,
+    truthy,
+    unique_ids,
+)
+from inferasim.anchors.record import AnchorRecord, Measurements, Provenance, Regime, Workload
+from inferasim.config.errors import ConfigError
+
+TOOL = "AIPerf InferenceX AgentX scenario (agentic-coding lanes over the AgentX corpus)"
+COLUMNS = ("model", "hw", "framework", "image", "precision", "tp", "conc", "mean_ttft",
+           "mean_itl", "output_tput_tps", "input_tput_tps", "num_requests_successful",
+           "duration_seconds")
+#: The cliff: a hit rate from at least CLIFF_ABOVE to below CLIFF_BELOW in one rung, or
+#: (no hit rate recorded) a mean TTFT more than CLIFF_TTFT_GROWTH times the rung before.
+CLIFF_ABOVE, CLIFF_BELOW, CLIFF_TTFT_GROWTH = 0.5, 0.2, 5.0
+
+
+def cliff_between(rungs: Sequence[Mapping[str, float]]) -> tuple[int, int] | None:
+    """The two rungs either side of a ladder's cliff: dicts with ``concurrency``,
+    ``prefix_hit_rate`` (NaN where unrecorded) and ``ttft_mean_s``."""
+    ordered = sorted(rungs, key=lambda r: r["concurrency"])
+    by_ttft = any(math.isnan(r["prefix_hit_rate"]) for r in ordered)
+    for a, b in zip(ordered, ordered[1:], strict=False):
+        if by_ttft:
+            if b["ttft_mean_s"] > CLIFF_TTFT_GROWTH * a["ttft_mean_s"]:
+                return a["concurrency"], b["concurrency"]
+        elif a["prefix_hit_rate"] >= CLIFF_ABOVE and b["prefix_hit_rate"] < CLIFF_BELOW:
+            return a["concurrency"], b["concurrency"]
+    return None
+
+
+def weight_dtype(precision: str, hw: str) -> str | None:
+    """The ladder's precision column as a weight dtype: fp4 is MXFP4 on AMD parts, NVFP4 on
+    NVIDIA's."""
+    p = precision.strip().lower()
+    if p == "fp4":
+        return "mxfp4" if hw.lower().startswith("mi") else "nvfp4"
+    return nz.weight_dtype(p)
+
+
+def import_agentx_ladder(path: str | Path, hints: Mapping[str, Any] | None = None, *,
+                         below_cliff: bool = True) -> list[AnchorRecord]:
+    path = need_file(path)
+    file = str(path)
+    hints = check_hints(hints)
+    frame = read_csv_whole(path)
+    missing = [c for c in COLUMNS if c not in frame.columns]
+    if missing:
+        raise ConfigError(f"missing columns {missing}; an AgentX ladder row needs "
+                          f"{list(COLUMNS)}", file=file)
+    ladders: dict[tuple, list[tuple[int, Any]]] = {}
+    for i, row in frame.iterrows():
+        key = tuple(str(row.get(c)) for c in ("model", "hw", "framework", "image", "precision",
+                                             "tp", "ep", "dp_attention"))
+        ladders.setdefault(key, []).append((i, row))
+    records = []
+    for rows in ladders.values():
+        kept = rows
+        if below_cliff:
+            cut = cliff_between([{"concurrency": int(num(r["conc"]) or 0),
+                                  "prefix_hit_rate": _or_nan(r.get("server_gpu_cache_hit_rate")),
+                                  "ttft_mean_s": num(r["mean_ttft"]) or 0.0}
+                                 for _, r in rows])
+            if cut is not None:
+                kept = [(i, r) for i, r in rows if int(num(r["conc"]) or 0) <= cut[0]]
+        for i, row in kept:
+            record = _record(row, i, file)
+            if record is not None:
+                records.append(apply_hints(record, hints, file=file))
+    return unique_ids(records)
+
+
+def _or_nan(value: Any) -> float:
+    out = num(value)
+    return math.nan if out is None else out
+
+
+def _record(row, i: int, file: str) -> AnchorRecord | None:
+    where = f"{file} (row {i + 2})"
+
+    def need(key: str) -> float:
+        value = num(row[key])
+        if value is None or value <= 0:
+            raise ConfigError(f"expected a positive number, got {row[key]!r}", file=where,
+                              key=key)
+        return value
+
+    conc, tp = int(need("conc")), int(need("tp"))
+    itl, out_tps, in_tps = need("mean_itl"), need("output_tput_tps"), need("input_tput_tps")
+    requests, duration = need("num_requests_successful"), need("duration_seconds")
+    hw = str(row["hw"]).strip().lower()
+    model = regime_from_model_id(str(row["model"]))
+    ep = int(num(row.get("ep")) or 1)
+    dpa = tp if truthy(row.get("dp_attention")) else 1
+    regime = Regime(model=model["model"], engine=str(row["framework"]).strip().lower(),
+                    gpu=hw, weight_dtype=weight_dtype(str(row["precision"]), hw),
+                    spec_method="none", tp=tp, ep=ep, dp_attention=dpa, max_num_seqs=conc,
+                    num_gpus=tp)
+    isl = max(1, int(round(in_tps * duration / requests)))
+    osl = max(1, int(round(out_tps * duration / requests)))
+    hit = num(row.get("server_gpu_cache_hit_rate"))
+    notes = ["an agentic rung: decode step read at the batch that decoded at once "
+             f"(output tok/s x mean ITL = {out_tps * itl:.2f} of {conc} lanes); ISL is the "
+             "mean prompt per request, most of it cached"
+             + (f" (server hit rate {hit:.3f})" if hit is not None else "")
+             + "; TTFT not imported (an uncached tail on a cached context)"]
+    image = str(row["image"]).strip()
+    return AnchorRecord(
+        id=f"agentx-{slug(str(row['model']).rsplit('/', 1)[-1])}-{regime.engine}-{hw}-tp{tp}"
+           f"-c{conc}",
+        provenance=Provenance(source="agentx-ladder", file=file, image=image or None,
+                              tool=TOOL, notes=tuple(notes)),
+        regime=regime,
+        workload=Workload(isl=isl, osl=osl, concurrency=conc, num_requests=int(requests),
+                          dataset="agentx", decode_batch=out_tps * itl),
+        measurements=Measurements(itl_mean_s=itl, tput_per_gpu_output=per_gpu(out_tps, tp),
+                                  tput_per_gpu_input=per_gpu(in_tps, tp),
+                                  completed=int(requests)),
+    )

@@ -1,0 +1,105 @@
+"""AgentX ladders as decode anchors (``anchors import --from agentx-ladder``) and each rung
+below the cliff predicted from its ladder's other rungs (``validate agentx --hold-out rung``)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from inferasim.anchors.importers.agentx_ladder import cliff_between, import_agentx_ladder
+from inferasim.anchors.store import AnchorStore
+from inferasim.cli.main import cli
+from inferasim.config.errors import ConfigError
+from inferasim.cost.calibrated import CalibratedOracle
+from inferasim.validate.agentx import read_ladders, rung_scenario
+from tests.conftest import shared_data
+
+
+@pytest.fixture(scope="module")
+def ladders():
+    return shared_data("agentx-measured", "agentx_dev_ladders.csv")
+
+
+def test_rungs_below_the_cliff_import_as_decode_anchors(ladders):
+    import pandas as pd
+
+    records = import_agentx_ladder(ladders)
+    everything = import_agentx_ladder(ladders, below_cliff=False)
+    assert len(everything) == len(pd.read_csv(ladders))
+    concs = {(w, e): sorted(r.workload.concurrency for r in records
+                            if r.regime.weight_dtype == w and r.regime.engine == e)
+             for w, e in (("fp8", "vllm"), ("mxfp4", "vllm"), ("mxfp4", "sglang"))}
+    # the measured cliffs: FP8 c16 -> c32, MXFP4 c8 -> c16, GLM-5.1 (by TTFT) c4 -> c8
+    assert concs[("fp8", "vllm")] == [1, 2, 4, 8, 16]
+    assert concs[("mxfp4", "vllm")] == [1, 2, 4, 8]
+    assert concs[("mxfp4", "sglang")] == [4]
+    row = pd.read_csv(ladders).iloc[3]   # MiniMax FP8 TP2 c8
+    (c8,) = [r for r in records if r.id == "agentx-minimax-m2.5-vllm-mi355x-tp2-c8"]
+    assert c8.workload.decode_batch == pytest.approx(row.output_tput_tps * row.mean_itl)
+    assert c8.workload.isl == round(row.input_tput_tps * row.duration_seconds
+                                    / row.num_requests_successful)
+    assert c8.decode_step == (row.mean_itl, "mean_itl")
+    assert c8.ttft_s is None          # a cached prompt's TTFT is not a lone prefill
+    assert c8.measurements.tput_per_gpu_output == pytest.approx(row.output_tput_tps / 2)
+
+
+def test_the_oracle_reads_the_step_at_the_batch_that_decoded(ladders):
+    records = [r for r in import_agentx_ladder(ladders)
+               if r.regime.weight_dtype == "fp8" and r.regime.engine == "vllm"]
+    rung = next(r for r in read_ladders(ladders) if "fp8" in r.ladder and r.concurrency == 8)
+    oracle = CalibratedOracle(rung_scenario(rung), AnchorStore(records))
+    assert oracle.calibration["mode"] == "anchored"
+    batches = {p.id: p.batch for p in oracle.points}
+    assert batches["agentx-minimax-m2.5-vllm-mi355x-tp2-c8"] == 4    # 4.38 decoding, not 8
+    assert batches["agentx-minimax-m2.5-vllm-mi355x-tp2-c16"] == 10
+
+
+def test_the_cliff_rule_reads_hit_rates_or_ttft():
+    rungs = [{"concurrency": c, "prefix_hit_rate": h, "ttft_mean_s": t}
+             for c, h, t in ((4, 0.95, 1.0), (8, 0.6, 2.0), (16, 0.1, 3.0))]
+    assert cliff_between(rungs) == (8, 16)
+    untimed = [{**r, "prefix_hit_rate": float("nan")} for r in rungs]
+    assert cliff_between(untimed) is None          # TTFT never grows 5x
+    untimed[2]["ttft_mean_s"] = 11.0
+    assert cliff_between(untimed) == (8, 16)
+
+
+def test_a_ladder_file_without_its_columns_is_refused(tmp_path):
+    bad = tmp_path / "l.csv"
+    bad.write_text("model,hw,conc\nx,mi355x,4\n")
+    with pytest.raises(ConfigError, match="missing columns"):
+        import_agentx_ladder(bad)
+
+
+def test_a_rung_with_no_itl_is_refused_by_row_and_column(ladders, tmp_path):
+    text = ladders.read_text().splitlines()
+    head = text[0].split(",")
+    row = text[1].split(",")
+    row[head.index("mean_itl")] = "0"
+    path = tmp_path / "l.csv"
+    path.write_text("\n".join([text[0], ",".join(row)]) + "\n")
+    with pytest.raises(ConfigError) as err:
+        import_agentx_ladder(path)
+    assert "row 2" in str(err.value) and "mean_itl" in str(err.value)
+
+
+def test_validate_agentx_hold_out_rung_calibrates_each_rung_by_its_neighbours(ladders):
+    shared_data("agentx-traces", "traces_v8_present.jsonl.gz")
+    out = CliRunner().invoke(cli, ["validate", "agentx", str(ladders), "--ladder", "fp4 1x",
+                                   "--concurrency", "4,8", "--hold-out", "rung", "--jobs", "1",
+                                   "--json"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.output)
+    assert [r["concurrency"] for r in data["rows"]] == [4, 8]
+    assert {r["calibration"] for r in data["rows"]} == {"anchored"}
+    err = data["held_out"]["all"]["output_tok_s"]
+    assert err["n"] == 2 and err["median_abs"] < 0.2
+
+
+def test_hold_out_rung_with_nothing_to_hold_out_says_so(ladders):
+    out = CliRunner().invoke(cli, ["validate", "agentx", str(ladders), "--ladder", "glm",
+                                   "--hold-out", "rung", "--jobs", "1"])
+    assert out.exit_code == 2 and "no rung below its ladder's cliff" in out.output
+
