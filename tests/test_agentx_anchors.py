@@ -25,9 +25,12 @@ def ladders():
 def test_rungs_below_the_cliff_import_as_decode_anchors(ladders):
     import pandas as pd
 
-    records = import_agentx_ladder(ladders)
-    everything = import_agentx_ladder(ladders, below_cliff=False)
-    assert len(everything) == len(pd.read_csv(ladders))
+    records = import_agentx_ladder(ladders, below_cliff=True)
+    everything = import_agentx_ladder(ladders)
+    # past the cliff as mixed steps, but for GLM-5.1, whose ladder records no hit rate
+    assert len(everything) == len(pd.read_csv(ladders)) - 5
+    assert {r.workload.concurrency for r in everything
+            if r.workload.prefill_per_step is not None} == {16, 32, 40, 48}
     concs = {(w, e): sorted(r.workload.concurrency for r in records
                             if r.regime.weight_dtype == w and r.regime.engine == e)
              for w, e in (("fp8", "vllm"), ("mxfp4", "vllm"), ("mxfp4", "sglang"))}
@@ -45,8 +48,29 @@ def test_rungs_below_the_cliff_import_as_decode_anchors(ladders):
     assert c8.measurements.tput_per_gpu_output == pytest.approx(row.output_tput_tps / 2)
 
 
-def test_the_oracle_reads_the_step_at_the_batch_that_decoded(ladders):
+def test_a_rung_past_the_cliff_is_a_mixed_step_that_calibrates_the_prefill(ladders):
+    import pandas as pd
+
     records = [r for r in import_agentx_ladder(ladders)
+               if r.regime.weight_dtype == "fp8" and r.regime.engine == "vllm"]
+    row = pd.read_csv(ladders).iloc[6]   # MiniMax FP8 TP2 c40, hit rate 0.002
+    (c40,) = [r for r in records if r.id.endswith("tp2-c40")]
+    assert c40.workload.prefill_per_step == pytest.approx(
+        row.input_tput_tps * (1 - row.server_gpu_cache_hit_rate) * row.mean_itl)
+    rung = next(r for r in read_ladders(ladders) if "fp8" in r.ladder and r.concurrency == 8)
+    both = CalibratedOracle(rung_scenario(rung), AnchorStore(records))
+    decode_only = CalibratedOracle(rung_scenario(rung), AnchorStore(
+        [r for r in records if r.workload.prefill_per_step is None]))
+    assert {p.id for p in both.points} == {p.id for p in decode_only.points}
+    assert decode_only.calibration["prefill"] == "analytic"
+    assert both.calibration["prefill"] == "calibrated"
+    readings = both.calibration["prefill_mixed_steps"]
+    assert set(readings) == {r.id for r in records if r.workload.prefill_per_step}
+    assert both.prefill_slope == pytest.approx(sorted(readings.values())[1], abs=1e-4)
+
+
+def test_the_oracle_reads_the_step_at_the_batch_that_decoded(ladders):
+    records = [r for r in import_agentx_ladder(ladders, below_cliff=True)
                if r.regime.weight_dtype == "fp8" and r.regime.engine == "vllm"]
     rung = next(r for r in read_ladders(ladders) if "fp8" in r.ladder and r.concurrency == 8)
     oracle = CalibratedOracle(rung_scenario(rung), AnchorStore(records))

@@ -97,6 +97,11 @@ class Workload:
     # lanes think, wait and prefill between their decodes (Little's law on the output
     # stream: output tok/s x mean ITL). The calibrated oracle reads the step at this batch.
     decode_batch: float | None = attrs.field(default=None, metadata=above(0))
+    # Uncached prompt tokens each step computed beside its decodes, on average, where the
+    # record is a rung whose server was saturated with prefill (an agentic ladder past its KV
+    # cliff: input tok/s x miss rate x mean ITL). Its mean ITL is then a mixed step, and it
+    # calibrates the prefill, not the decode.
+    prefill_per_step: float | None = attrs.field(default=None, metadata=above(0))
 
 
 @attrs.frozen

@@ -77,7 +77,13 @@ from inferasim.config.scenario import ParallelSpec, Scenario
 from inferasim.cost.oracle import AnalyticOracle, StepBatch, StepCost
 from inferasim.cost.prior import PooledPrior, reading
 from inferasim.cost.ratio_table import extrapolation, pooled_trend, ratio_at, trend_held
-from inferasim.cost.ttft_model import TtftRow, fit_ttft, latency_at, latency_at_load
+from inferasim.cost.ttft_model import (
+    PREFILL_SLOPE_LIMITS,
+    TtftRow,
+    fit_ttft,
+    latency_at,
+    latency_at_load,
+)
 
 _EMPTY = np.zeros(0, dtype=np.float64)
 
@@ -146,6 +152,8 @@ class CalibratedOracle:
         if self.result is None and store is not None:
             self.result = store.for_target(scenario, prior=scenario.sim.prior != "none")
         self._usable: list = []
+        self._mixed: list = []          # mixed-step anchors: the prefill's (_fit_mixed_prefill)
+        self._mixed_readings: list[tuple[str, float]] = []
         # No anchor of the target's regime: the other regimes on its part, pooled (prior.py)
         self.prior: PooledPrior | None = None
         if self.result is not None:
@@ -173,7 +181,38 @@ class CalibratedOracle:
             self._fit_prefill(self._usable, fit_slope=self.result.prefill_calibrated)
         self._frontend_modelled = bool(self.calibrated and self.prefill_points)
         self._prefill_calibrated = self._frontend_modelled and self.result.prefill_calibrated
+        if self.calibrated and not self._prefill_calibrated and self._mixed:
+            self._fit_mixed_prefill()
         self.calibration = self._report()
+
+    def _fit_mixed_prefill(self) -> None:
+        """The prefill slope from mixed steps (``Workload.prefill_per_step``: a saturated
+        rung's mean ITL, each step its decodes and a share of prompt chunks): what the step
+        took beyond its decodes, priced at the decode ratio of this regime's decode anchors,
+        over the analytic prefill of its chunk tokens (halfway into the mean prompt, on
+        average). The median over the rungs, within PREFILL_SLOPE_LIMITS."""
+        readings = []
+        for record in self._mixed:
+            oracle, _ = self._anchor_oracle(record)
+            w = record.workload
+            batch = max(1, int(round(w.decode_batch or w.concurrency or 1)))
+            ctx = np.full(batch, w.isl + w.osl / 2.0)
+            decodes = oracle.step(StepBatch(decode_context=ctx, width=self.width)).seconds
+            whole = oracle.step(StepBatch(decode_context=ctx, width=self.width,
+                                          prefill_tokens=np.array([float(w.prefill_per_step)]),
+                                          prefill_resident=np.array([w.isl / 2.0]))).seconds
+            prefill = float(record.decode_step_s) - self.decode_ratio(batch) * decodes
+            if whole <= decodes or prefill <= 0:
+                self._notes.append(f"{record.id}: its mixed step is no longer than its decodes "
+                                   "priced alone; it reads no prefill")
+                continue
+            readings.append((record.id, prefill / (whole - decodes)))
+        if not readings:
+            return
+        lo, hi = PREFILL_SLOPE_LIMITS
+        self.prefill_slope = float(np.clip(np.median([r for _, r in readings]), lo, hi))
+        self._prefill_calibrated = True
+        self._mixed_readings = readings
 
     def _pool_prior(self, records) -> PooledPrior | None:
         """Each regime among ``records`` calibrated on its own deployment (its model, layout
@@ -337,6 +376,11 @@ class CalibratedOracle:
         spec_target = self.scenario.speculative.method != "none"
         skipped_open, kv_assumed, accepted = [], False, []
         for record in records:
+            if record.workload.prefill_per_step is not None:
+                # a mixed step calibrates the prefill (``_fit_mixed_prefill``)
+                if points is self.points:
+                    self._mixed.append(record)
+                continue
             step, basis = record.decode_step
             w, reg = record.workload, record.regime
             if step is None or w.concurrency is None or w.concurrency < 1:
@@ -848,6 +892,9 @@ class CalibratedOracle:
         if self.prefill_step_overhead_s:
             carried += (f"; each prefill step +{self.prefill_step_overhead_s * 1e3:.0f} ms "
                         "(read from the decode stalls)")
+        if self._mixed_readings:
+            carried += (f" (slope {self.prefill_slope:.3g} from {len(self._mixed_readings)} "
+                        "mixed step(s) of saturated rungs)")
         polled = sorted({int(r.regime.scheduler_recv_interval) for r in self._usable
                          if (r.regime.scheduler_recv_interval or 1) > 1})
         if self._frontend_modelled and polled:
@@ -862,6 +909,9 @@ class CalibratedOracle:
                "refused": refused,
                "crossed_build": crossed, "notes": notes, "fallback": None, "prefill": prefill,
                "decode_ratio": table}
+        if self._mixed_readings:
+            out["prefill_slope"] = round(self.prefill_slope, 4)
+            out["prefill_mixed_steps"] = {i: round(r, 4) for i, r in self._mixed_readings}
         if self._frontend_modelled:
             out["prefill_slope"] = round(self.prefill_slope, 4)
             if self._stall_points:

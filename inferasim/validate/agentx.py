@@ -203,7 +203,7 @@ def held_out_anchors(rungs: Sequence[Rung], csv_path: str | Path, folder: Path
     from inferasim.anchors.importers.agentx_ladder import import_agentx_ladder
     from inferasim.anchors.store import write_anchor_file
 
-    anchors = import_agentx_ladder(csv_path)
+    anchors = import_agentx_ladder(csv_path)   # its rungs past the cliff as mixed steps
     by_ladder: dict[tuple, list] = {}
     for a in anchors:
         reg = a.regime
@@ -215,9 +215,10 @@ def held_out_anchors(rungs: Sequence[Rung], csv_path: str | Path, folder: Path
         mine = by_ladder.get(_ladder_key(keys["model.name"], keys["engine.name"],
                                          keys["gpu.name"], int(keys["parallel.tp"]),
                                          keys["model.weight_dtype"]), [])
-        own = [a for a in mine if a.workload.concurrency == rung.concurrency]
+        own = [a for a in mine if a.workload.concurrency == rung.concurrency
+               and a.workload.prefill_per_step is None]
         others = [a for a in mine if a.workload.concurrency != rung.concurrency]
-        if not own or not others:
+        if not own or not any(a.workload.prefill_per_step is None for a in others):
             continue
         path = folder / f"rung-{i}.json"
         write_anchor_file(path, others, generated_by="validate agentx --hold-out rung")

@@ -13,11 +13,16 @@ most of each prompt is cached, so two of its figures are read differently:
   context, plus the wait for a slot, and the oracle's TTFT model reads a lone random prompt.
   The replay prices the prefill itself.
 
-Rungs past a ladder's KV cliff are left out (``below_cliff``). There every prompt is
-computed, its chunks share the steps with the decodes, and the mean ITL is then a mixed
-step, not a decode step. The cliff is the first rung where the server's hit rate falls from
-at least 0.5 to below 0.2 (on a ladder without a hit rate, where the mean TTFT grows more than
-5x): the same rule ``validate agentx`` judges the cliff by.
+Rungs past a ladder's KV cliff are read as **mixed steps**. There every prompt is computed,
+the server is saturated (TTFTs of minutes), and each step carries a share of prompt chunks
+beside its decodes: ``Workload.prefill_per_step`` = input tok/s x miss rate x mean ITL
+uncached tokens per step. The mean ITL is then that mixed step, and it calibrates the
+prefill, not the decode (``CalibratedOracle``: what the step took beyond its decodes, priced
+by the ladder's decode anchors, over the analytic prefill of those tokens). A ladder without a
+hit rate gives no miss rate, so its rungs past the cliff are left out. The cliff is the first
+rung where the server's hit rate falls from at least 0.5 to below 0.2 (on a ladder without a
+hit rate, where the mean TTFT grows more than 5x): the same rule ``validate agentx`` judges
+the cliff by. ``below_cliff=True`` keeps only the rungs before it.
 """
 
 from __future__ import annotations
@@ -76,7 +81,7 @@ def weight_dtype(precision: str, hw: str) -> str | None:
 
 
 def import_agentx_ladder(path: str | Path, hints: Mapping[str, Any] | None = None, *,
-                         below_cliff: bool = True) -> list[AnchorRecord]:
+                         below_cliff: bool = False) -> list[AnchorRecord]:
     path = need_file(path)
     file = str(path)
     hints = check_hints(hints)
@@ -92,18 +97,15 @@ def import_agentx_ladder(path: str | Path, hints: Mapping[str, Any] | None = Non
         ladders.setdefault(key, []).append((i, row))
     records = []
     for rows in ladders.values():
-        kept = rows
-        if below_cliff:
-            cut = cliff_between([{"concurrency": int(num(r["conc"]) or 0),
-                                  "prefix_hit_rate": _or_nan(r.get("server_gpu_cache_hit_rate")),
-                                  "ttft_mean_s": num(r["mean_ttft"]) or 0.0}
-                                 for _, r in rows])
-            if cut is not None:
-                kept = [(i, r) for i, r in rows if int(num(r["conc"]) or 0) <= cut[0]]
-        for i, row in kept:
-            record = _record(row, i, file)
-            if record is not None:
-                records.append(apply_hints(record, hints, file=file))
+        cut = cliff_between([{"concurrency": int(num(r["conc"]) or 0),
+                              "prefix_hit_rate": _or_nan(r.get("server_gpu_cache_hit_rate")),
+                              "ttft_mean_s": num(r["mean_ttft"]) or 0.0} for _, r in rows])
+        for i, row in rows:
+            past = cut is not None and int(num(row["conc"]) or 0) > cut[0]
+            hit = num(row.get("server_gpu_cache_hit_rate"))
+            if past and (below_cliff or hit is None):
+                continue
+            records.append(apply_hints(_record(row, i, file, mixed=past), hints, file=file))
     return unique_ids(records)
 
 
@@ -112,7 +114,7 @@ def _or_nan(value: Any) -> float:
     return math.nan if out is None else out
 
 
-def _record(row, i: int, file: str) -> AnchorRecord | None:
+def _record(row, i: int, file: str, *, mixed: bool) -> AnchorRecord:
     where = f"{file} (row {i + 2})"
 
     def need(key: str) -> float:
@@ -136,11 +138,17 @@ def _record(row, i: int, file: str) -> AnchorRecord | None:
     isl = max(1, int(round(in_tps * duration / requests)))
     osl = max(1, int(round(out_tps * duration / requests)))
     hit = num(row.get("server_gpu_cache_hit_rate"))
-    notes = ["an agentic rung: decode step read at the batch that decoded at once "
-             f"(output tok/s x mean ITL = {out_tps * itl:.2f} of {conc} lanes); ISL is the "
-             "mean prompt per request, most of it cached"
-             + (f" (server hit rate {hit:.3f})" if hit is not None else "")
-             + "; TTFT not imported (an uncached tail on a cached context)"]
+    prefill = in_tps * (1.0 - hit) * itl if mixed and hit is not None else None
+    if prefill is not None:
+        notes = [f"an agentic rung past its KV cliff (server hit rate {hit:.3f}): a mixed "
+                 f"step of {out_tps * itl:.2f} decodes and {prefill:.0f} uncached prompt "
+                 "tokens on average; it calibrates the prefill; TTFT not imported"]
+    else:
+        notes = ["an agentic rung: decode step read at the batch that decoded at once "
+                 f"(output tok/s x mean ITL = {out_tps * itl:.2f} of {conc} lanes); ISL is "
+                 "the mean prompt per request, most of it cached"
+                 + (f" (server hit rate {hit:.3f})" if hit is not None else "")
+                 + "; TTFT not imported (an uncached tail on a cached context)"]
     image = str(row["image"]).strip()
     return AnchorRecord(
         id=f"agentx-{slug(str(row['model']).rsplit('/', 1)[-1])}-{regime.engine}-{hw}-tp{tp}"
@@ -149,7 +157,8 @@ def _record(row, i: int, file: str) -> AnchorRecord | None:
                               tool=TOOL, notes=tuple(notes)),
         regime=regime,
         workload=Workload(isl=isl, osl=osl, concurrency=conc, num_requests=int(requests),
-                          dataset="agentx", decode_batch=out_tps * itl),
+                          dataset="agentx", decode_batch=out_tps * itl,
+                          prefill_per_step=prefill),
         measurements=Measurements(itl_mean_s=itl, tput_per_gpu_output=per_gpu(out_tps, tp),
                                   tput_per_gpu_input=per_gpu(in_tps, tp),
                                   completed=int(requests)),
