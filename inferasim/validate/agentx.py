@@ -19,7 +19,7 @@ from typing import Any
 import attrs
 import pandas as pd
 
-from inferasim.anchors.importers.agentx_ladder import cliff_between
+from inferasim.anchors.importers.agentx_ladder import cliff_between, weight_dtype
 from inferasim.anchors.normalise import engine_version_from_image
 from inferasim.config.catalog import CATALOG_DIR, SCENARIO_DIR, catalog_names
 from inferasim.config.errors import ConfigError
@@ -57,16 +57,6 @@ def _model_name(hf: str, file: str) -> str:
             return name
     raise ConfigError(f"no catalog model for {hf!r} (scenarios/bases/models/)", file=file,
                       key="model")
-
-
-def _weight_dtype(precision: str, hw: str, file: str) -> str:
-    p = precision.strip().lower()
-    if p == "fp4":  # the row says fp4; AMD parts run MXFP4, NVIDIA parts NVFP4
-        return "mxfp4" if hw.lower().startswith("mi") else "nvfp4"
-    if p in ("fp8", "mxfp4", "nvfp4", "bf16"):
-        return p
-    raise ConfigError(f"precision {precision!r} is not one of fp4, fp8, mxfp4, nvfp4, bf16",
-                      file=file, key="precision")
 
 
 def _number(row, key: str, where: str) -> float:
@@ -121,7 +111,7 @@ def read_ladders(csv_path: str | Path, trace: str | None = None) -> list[Rung]:
         ep = _count(row, "ep", where) if "ep" in row and not pd.isna(row["ep"]) else 1
         dpa = tp if "dp_attention" in row and _flag(row["dp_attention"]) else 1
         sets = [f"model.name={model}",
-                f"model.weight_dtype={_weight_dtype(str(row['precision']), gpu, where)}",
+                f"model.weight_dtype={weight_dtype(str(row['precision']), gpu, where)}",
                 f"gpu.name={gpu}", f"engine.name={engine}", f"engine.version={version}",
                 f"parallel.tp={tp}", f"parallel.ep={ep}", f"parallel.dp_attention={dpa}",
                 f"workload.concurrency={conc}", f"engine.max_num_seqs={conc}"]

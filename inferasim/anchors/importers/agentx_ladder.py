@@ -32,7 +32,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from inferasim.anchors import normalise as nz
 from inferasim.anchors.importers._common import (
     apply_hints,
     check_hints,
@@ -71,13 +70,16 @@ def cliff_between(rungs: Sequence[Mapping[str, float]]) -> tuple[int, int] | Non
     return None
 
 
-def weight_dtype(precision: str, hw: str) -> str | None:
+def weight_dtype(precision: str, hw: str, where: str) -> str:
     """The ladder's precision column as a weight dtype: fp4 is MXFP4 on AMD parts, NVFP4 on
     NVIDIA's."""
     p = precision.strip().lower()
     if p == "fp4":
         return "mxfp4" if hw.lower().startswith("mi") else "nvfp4"
-    return nz.weight_dtype(p)
+    if p in ("fp8", "mxfp4", "nvfp4", "bf16"):
+        return p
+    raise ConfigError(f"precision {precision!r} is not one of fp4, fp8, mxfp4, nvfp4, bf16",
+                      file=where, key="precision")
 
 
 def import_agentx_ladder(path: str | Path, hints: Mapping[str, Any] | None = None, *,
@@ -132,7 +134,7 @@ def _record(row, i: int, file: str, *, mixed: bool) -> AnchorRecord:
     ep = int(num(row.get("ep")) or 1)
     dpa = tp if truthy(row.get("dp_attention")) else 1
     regime = Regime(model=model["model"], engine=str(row["framework"]).strip().lower(),
-                    gpu=hw, weight_dtype=weight_dtype(str(row["precision"]), hw),
+                    gpu=hw, weight_dtype=weight_dtype(str(row["precision"]), hw, where),
                     spec_method="none", tp=tp, ep=ep, dp_attention=dpa, max_num_seqs=conc,
                     num_gpus=tp)
     isl = max(1, int(round(in_tps * duration / requests)))
