@@ -119,6 +119,28 @@ def test_load_index_least_matches_a_scan():
         assert index.least() == min(range(20), key=lambda j: (targets[j].s, j))
 
 
+def test_load_index_read_late_picks_as_updated_at_once():
+    """Instances marked stale (as engines mark their moves) and re-read at the next pick
+    give the picks of an index told of every move as it happens."""
+    class T:
+        def __init__(self, s):
+            self.s = s
+
+    rng = np.random.default_rng(4)
+    targets = [T(int(rng.integers(0, 9))) for _ in range(24)]
+    eager, late = LoadIndex(targets, lambda t: t.s), LoadIndex(targets, lambda t: t.s)
+    for _ in range(300):
+        for _ in range(int(rng.integers(0, 5))):  # several moves between two picks
+            i = int(rng.integers(0, 24))
+            targets[i].s = int(rng.integers(0, 9))
+            eager.changed(i)
+            late.stale |= 1 << i
+        subset = int(rng.integers(1, 1 << 24))
+        assert late.least(subset) == eager.least(subset)
+        assert late.least() == eager.least()
+        assert late.scores == eager.scores and late.stale == 0
+
+
 def test_prefix_index_bounds_every_cache_match():
     """Indexed from a cache's inserts and evictions, each level's bound is at least what the
     cache matches, for every instance in that level's mask and no other."""

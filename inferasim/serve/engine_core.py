@@ -92,11 +92,14 @@ class EngineCore:
         # A router's index told of every change of this instance's queues (``watch``)
         self._watch = None
         self._watch_at = 0
+        self._watch_load = None  # its LoadIndex, told by a bit (``_load_moved``)
+        self._watch_bit = 0
 
     def watch(self, router, position: int) -> None:
         """Tell ``router`` (``fleet_routing.FleetRouting``) when the queues change, as
         target ``position``."""
         self._watch, self._watch_at = router, position
+        self._watch_load, self._watch_bit = router.load, 1 << position
 
     @property
     def router_index(self):
@@ -104,8 +107,9 @@ class EngineCore:
         return self._watch
 
     def _load_moved(self) -> None:
-        if self._watch is not None:
-            self._watch.load_changed(self._watch_at)
+        # a mark, not a re-read: the index reads the score when the router next decides
+        if self._watch_load is not None:
+            self._watch_load.stale |= self._watch_bit
 
     def max_new(self, req: LiveRequest) -> int:
         """The output the engine believes ``req`` may reach: the client's max_tokens, else the

@@ -60,10 +60,7 @@ class FleetRouting:
         return all(t.kv.bt == first.bt and t.kv.prefix_caching == first.prefix_caching
                    for t in targets)
 
-    # -- what the instances report -----------------------------------------------------
-    def load_changed(self, position: int) -> None:
-        self.load.changed(position)
-
+    # -- what the instances report (their load: by marking ``load.stale``) --------------
     def hold(self, position: int, keys) -> list[int] | None:
         """Count ``keys`` as held by instance ``position`` until ``release``: blocks a run in
         flight caches as its steps end (a read mid-run caches those done by then)."""
@@ -88,8 +85,9 @@ class FleetRouting:
         self.decisions += 1
         if not self._pick_prefix:
             return self.load.least()
-        for position in sorted(self.eager):
-            targets[position].catch_up()
+        if self.eager:
+            for position in sorted(self.eager):
+                targets[position].catch_up()
         if self.prefix is None:
             return self.load.least()  # no instance caches: every peek is 0
         keys = targets[0].kv.matchable_keys(req)

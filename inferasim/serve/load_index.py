@@ -24,7 +24,12 @@ def bits(mask: int):
 
 class LoadIndex:
     """Score -> bitmask of the instances with that score, and the scores present, sorted.
-    ``score(target)``: the router's measure (``load_score``, ``request_count``)."""
+    ``score(target)``: the router's measure (``load_score``, ``request_count``).
+
+    An instance whose queues moved is marked in ``stale`` and re-read at the next ``least``:
+    queues move about three times per request and the router reads once, and the index is a
+    function of the current scores alone, so reading late picks what updating at once
+    would."""
 
     def __init__(self, targets: Sequence, score: Callable[[object], int]):
         self.targets = targets
@@ -35,6 +40,13 @@ class LoadIndex:
             self._by_score[s] = self._by_score.get(s, 0) | (1 << i)
         self._present = sorted(self._by_score)
         self.all = (1 << len(targets)) - 1
+        self.stale = 0  # bitmask: instances whose score may have moved since the last read
+
+    def refresh(self) -> None:
+        """Re-read the stale instances' scores."""
+        stale, self.stale = self.stale, 0
+        for i in bits(stale):
+            self.changed(i)
 
     def changed(self, position: int) -> None:
         """Re-read one instance's score (it may have moved)."""
@@ -60,6 +72,8 @@ class LoadIndex:
     def least(self, subset: int | None = None) -> int:
         """The position of the lowest (score, position), over ``subset`` (a bitmask; None:
         every instance)."""
+        if self.stale:
+            self.refresh()
         by = self._by_score
         if subset is None or subset == self.all:
             return lowest_bit(by[self._present[0]])

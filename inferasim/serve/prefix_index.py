@@ -27,7 +27,7 @@ def indexed_names(depth0: int, keys: np.ndarray) -> list[int]:
     last = depth0 + len(keys)
     p = 1 << depth0.bit_length()  # the first power of two past depth0
     while p <= last:
-        out.append((int(keys[p - 1 - depth0]) << _DEPTH_BITS) | p.bit_length())
+        out.append((keys.item(p - 1 - depth0) << _DEPTH_BITS) | p.bit_length())
         p <<= 1
     return out
 
@@ -77,7 +77,7 @@ class PrefixIndex:
         n = len(keys)
         p = 1
         while p <= n:
-            mask &= held.get((int(keys[p - 1]) << _DEPTH_BITS) | p.bit_length(), 0)
+            mask &= held.get((keys.item(p - 1) << _DEPTH_BITS) | p.bit_length(), 0)
             if not mask:
                 break
             out.append((min(n, 2 * p - 1), mask))
@@ -98,12 +98,13 @@ class CacheListener:
         self.index = index
         self.bit = 1 << position
 
+    # Each first tests whether depths depth0 + 1 .. depth0 + len(keys) reach a power of two
+    # (``indexed_names`` is then not empty): most inserted suffixes and evicted tails sit
+    # between two, and are told here at every insert and eviction.
     def added(self, depth0: int, keys: np.ndarray) -> None:
-        names = indexed_names(depth0, keys)
-        if names:
-            self.index.add(self.bit, names)
+        if depth0 + len(keys) >= 1 << depth0.bit_length():
+            self.index.add(self.bit, indexed_names(depth0, keys))
 
     def removed(self, depth0: int, keys: np.ndarray) -> None:
-        names = indexed_names(depth0, keys)
-        if names:
-            self.index.remove(self.bit, names)
+        if depth0 + len(keys) >= 1 << depth0.bit_length():
+            self.index.remove(self.bit, indexed_names(depth0, keys))
