@@ -128,6 +128,7 @@ class CalibratedOracle:
         # (ratio_table.EXTRAPOLATION_LIMIT's note).
         self._one_sided = spec.method == "none"
         self._oracles: dict[tuple, AnalyticOracle] = {}
+        self._models: dict[tuple, Any] = {}   # a prior's anchors' catalog models
         self._lone_prefills: dict[tuple, float] = {}
         self._wave_prefills: dict[tuple, float] = {}
         self._pools: dict[tuple, int] = {}
@@ -261,7 +262,9 @@ class CalibratedOracle:
         model = sc.model
         if self.result.prior_level is not None:
             dtype = reg.weight_dtype if reg.weight_dtype not in (None, "fp4") else None
-            model = catalog_model(reg.model, dtype)
+            model = self._models.get((reg.model, dtype))
+            if model is None:  # read from the catalog once per model and dtype
+                model = self._models[(reg.model, dtype)] = catalog_model(reg.model, dtype)
         return attrs.evolve(sc, model=model, parallel=parallel, engine=engine)
 
     def _anchor_oracle(self, record) -> tuple[AnalyticOracle, tuple]:
