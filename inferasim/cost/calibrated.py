@@ -170,7 +170,7 @@ class CalibratedOracle:
         if self.prior is not None:
             self.prefill_slope = self.prior.prefill_slope
             self.prefill_step_overhead_s = self.prior.overhead_s
-            self._frontend_modelled = self.prior.frontend_modelled
+            self._frontend_modelled = False   # a harness's own, not the part's (prior.py)
             self._prefill_calibrated = self.prior.prefill_calibrated
             self.calibration = self._report()
             return
@@ -632,12 +632,6 @@ class CalibratedOracle:
         fixed ~175 ms plus a prefill that grows as the analytic one does (docs/anchors.md)."""
         if not self._frontend_modelled:
             return 0.0
-        if self.prior is not None:
-            n = max(1, int(in_flight))
-            value = self._latency_memo.get(n)
-            if value is None:
-                value = self._latency_memo[n] = self.prior.frontend_latency(n)
-            return value
         if self._latency_table is None:
             return self.frontend_latency_s
         n = max(1, int(in_flight))
@@ -956,9 +950,8 @@ class CalibratedOracle:
                "prefill": prefill, "decode_ratio": {lo: round(prior.ratio, 4),
                                                     hi: round(prior.ratio, 4)},
                "prior_level": prior.level, "prior_models": models, "prior": prior.to_dict()}
-        if self._frontend_modelled:
+        if self._prefill_calibrated:
             out["prefill_slope"] = round(self.prefill_slope, 4)
-            out["frontend_latency_ms"] = round(self.frontend_latency(1) * 1e3, 2)
         return out
 
 

@@ -5,8 +5,10 @@ Each regime the prior draws on is first calibrated on its own, against its own m
 analytic step (``CalibratedOracle`` on that regime's deployment). What is pooled is each
 regime's *level* — its decode ratio at the lowest concurrency it measured, where a decode
 step streams weights and KV and is most the part's and its kernels' — and its prefill
-efficiency, time outside the engine and prefill step overhead, each by the median over the
-regimes. The level is held flat in the batch: how a ratio moves with the batch is the
+efficiency and prefill step overhead, each by the median over the regimes. The time a
+regime's requests spent outside the engine is not carried: it is its client's and its
+harness's (held out by model, carrying it took the TTFT error from -61% to +502% on
+DeepSeek-R1 SGLang H200 priced from a gpt-oss run, and from -80% to +327% on MiniMax-M2.5). The level is held flat in the batch: how a ratio moves with the batch is the
 model's own (over the vLLM H200 grids a hybrid-attention model's ratio rose 6x where a
 MoE's fell), so the target's batch trend is its analytic step's. Held out by model on those
 grids, this reading beat the two others tried (each regime's whole ratio table pooled, trend
@@ -67,15 +69,6 @@ class PooledPrior:
         self.prefill_calibrated = bool(slopes)
         self.prefill_slope = float(np.median(slopes)) if slopes else 1.0
         self.overhead_s = float(np.median([r.overhead_s for r in readings]))
-        self._frontends = [r.oracle for r in readings if r.oracle.frontend_modelled]
-
-    @property
-    def frontend_modelled(self) -> bool:
-        return bool(self._frontends)
-
-    def frontend_latency(self, in_flight: int) -> float:
-        """The median of the regimes' time outside the engine at this load."""
-        return float(np.median([o.frontend_latency(in_flight) for o in self._frontends]))
 
     @property
     def batches(self) -> tuple[int, int]:
