@@ -169,8 +169,8 @@ def _streamed(name: str) -> bool:
 
 
 def _run_case(name: str, queue) -> None:
+    from inferasim.anchors.loading import default_store
     from inferasim.config.loader import load_scenario
-    from inferasim.cost.calibrated import default_store
     from inferasim.report.row_stream import RowStream
     from inferasim.report.run_report import replay_summary, streamed_summary
     from inferasim.serve.simulation import simulate

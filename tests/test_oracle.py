@@ -133,7 +133,8 @@ def test_every_layer_adds_its_latency_to_each_step_whatever_the_batch():
 def test_step_seconds_equals_the_step_with_its_breakdown(overrides):
     """The engine prices steps without building breakdowns: the same seconds, any mix of
     prefill chunks and decodes."""
-    from inferasim.cost.calibrated import CalibratedOracle, default_store
+    from inferasim.anchors.loading import default_store
+    from inferasim.cost.calibrated import CalibratedOracle
 
     path = overrides[0] if overrides and overrides[0].endswith(".yaml") else None
     sc = load_scenario(path and str(REPO / path), overrides[1:] if path else overrides)

@@ -191,9 +191,9 @@ def show_cmd(anchor_id: str, folder: Path | None, old_dir: Path | None) -> None:
 def check_cmd(scenario: Path, overrides: tuple[str, ...], folder: Path | None,
               old_dir: Path | None, as_json: bool, verbose: bool) -> None:
     """Which anchors may price SCENARIO: usable, refused (with the axis), build, coverage."""
+    from inferasim.anchors.loading import anchor_store_path
     from inferasim.anchors.store import AnchorStore
     from inferasim.config.loader import load_scenario
-    from inferasim.cost.calibrated import anchor_store_path
 
     folder = _anchor_folder(folder, old_dir, "--dir")
     # --anchors is the run's --anchors: both set sim.anchors and find it by the same rule,

@@ -27,7 +27,7 @@ def compare(scenario_a, scenario_b, overrides, price_items, as_json, **flags):
     priced: cost per million output and total tokens from the GPU-hour price (the catalog's,
     or --price) and energy per token. --set and the shortcut flags apply to both (e.g. the
     workload)."""
-    from inferasim.cost.calibrated import anchor_store_path, default_store
+    from inferasim.anchors.loading import anchor_store_path, default_store
     from inferasim.report.compare import compare_rows, compare_table, json_safe, money, money_notes
     from inferasim.report.run_report import replay_summary
     from inferasim.search.economics import busy_share, parse_prices

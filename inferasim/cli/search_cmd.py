@@ -57,7 +57,7 @@ def search(scenario, overrides, gpus, sla_items, objective, space_items, margin,
            no_plots, as_json, **flags):
     """Search the deployments of SCENARIO's model and GPU within --gpus for the best one under
     --sla: every candidate priced in closed form, the promising ones replayed."""
-    from inferasim.cost.calibrated import anchor_store_path, default_store
+    from inferasim.anchors.loading import anchor_store_path, default_store
     from inferasim.search import report
     from inferasim.search.economics import parse_prices
     from inferasim.search.run import DEFAULT_AUDIT, DEFAULT_MARGIN

@@ -60,9 +60,7 @@ With no usable anchor the oracle is the analytic one, and ``calibration`` says w
 
 from __future__ import annotations
 
-import functools
 import math
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -72,7 +70,6 @@ from inferasim.arch.memory import memory_plan
 from inferasim.config.errors import ConfigError
 from inferasim.config.knobs import Knobs
 from inferasim.config.loader import catalog_model, rank_scenario
-from inferasim.config.paths import resolve_scenario_path
 from inferasim.config.scenario import ParallelSpec, Scenario
 from inferasim.cost.oracle import AnalyticOracle, StepBatch, StepCost
 from inferasim.cost.prior import PooledPrior, reading
@@ -1010,60 +1007,14 @@ def _analytic_prefill_seconds(oracle: AnalyticOracle, isl: int) -> float:
     return total
 
 
-# ---------------------------------------------------------------- the default store
-
-
-def _signature(root: Path) -> tuple:
-    if root.is_file():
-        st = root.stat()
-        return ((str(root), st.st_mtime_ns, st.st_size),)
-    return tuple(sorted((str(p), p.stat().st_mtime_ns, p.stat().st_size)
-                        for p in root.rglob("*")
-                        if p.suffix in (".json", ".yaml", ".yml") and p.is_file()
-                        and not p.name.startswith(".")))
-
-
-def default_store(path: str | Path | None = None):
-    """The shipped ``anchors/`` store (or ``path``), loaded once per change of its files;
-    ``None`` when the folder does not exist."""
-    from inferasim.anchors.store import DEFAULT_ANCHOR_DIR
-
-    root = Path(path) if path is not None else DEFAULT_ANCHOR_DIR
-    if not root.exists():
-        return None
-    return _load_store(str(root), _signature(root))
-
-
-@functools.lru_cache(maxsize=4)
-def _load_store(root: str, signature: tuple):
-    """Memoised by the files' names, sizes and mtimes: a changed file is read again."""
-    from inferasim.anchors.store import AnchorStore
-
-    return AnchorStore.load(Path(root))
-
-
-def anchor_store_path(scenario: Scenario) -> Path | None:
-    """Where ``scenario`` takes its anchors from (``sim.anchors``): the shipped ``anchors/``
-    when unset, ``None`` for "none", else the folder or file named, taken against the
-    scenario's folder first, then the working directory (as ``workload.trace`` is)."""
-    from inferasim.anchors.store import DEFAULT_ANCHOR_DIR
-
-    named = scenario.sim.anchors.strip()
-    if not named:
-        return DEFAULT_ANCHOR_DIR
-    if named.lower() == "none":
-        return None
-    return resolve_scenario_path(named, scenario.path or None, key="sim.anchors",
-                                 what="anchors (a folder or an anchor file, or none)",
-                                 origin=scenario.origin_of("sim.anchors"))
-
-
 def oracle_for(scenario: Scenario, knobs: Knobs | None = None, store=None, *,
                rank_level: bool = False):
     """The oracle a replay uses: calibrated from ``store`` (default: the anchors the scenario
     names in ``sim.anchors``, else the shipped ``anchors/``) when it has usable anchors for
     ``scenario``, else analytic — the report says which and why."""
     if store is None:
+        from inferasim.anchors.loading import anchor_store_path, default_store
+
         path = anchor_store_path(scenario)
         store = None if path is None else default_store(path)
     return CalibratedOracle(scenario, store, knobs, rank_level=rank_level)

@@ -10,7 +10,7 @@ import inferasim.report.run_report  # noqa: F401
 import inferasim.serve.simulation  # noqa: F401
 
 try:
-    from inferasim.cost.calibrated import default_store
+    from inferasim.anchors.loading import default_store
 except ImportError:  # an analytic-only build
     default_store = None
 
