@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from inferasim.anchors.store import AnchorStore
-from inferasim.anchors.validate import validate_store
 from inferasim.cli.main import cli
+from inferasim.validate.anchors import validate_store
 
 REGIME = {"model": "deepseek-r1", "engine": "sglang", "gpu": "mi355x", "weight_dtype": "fp8",
           "spec_method": "none", "tp": 8, "ep": 1, "dp_attention": 1, "num_gpus": 8}
@@ -86,7 +86,7 @@ def test_validate_cli_table_and_json(tmp_path):
 
 
 def test_targets_count_only_groups_with_enough_scored_points():
-    from inferasim.anchors.validate import GroupResult, Prediction, targets_met
+    from inferasim.validate.anchors import GroupResult, Prediction, targets_met
 
     def pred(i: int, tput_err: float) -> Prediction:
         return Prediction(anchor=f"a{i}", group="g", isl=1024, osl=1024, concurrency=2 ** i,
@@ -119,9 +119,9 @@ def test_replay_sends_the_benchmarks_own_request_count(tmp_path):
     many (its throughput includes the ramp-down at the end of the run); one without it runs
     about TARGET_REQUESTS."""
     from inferasim.anchors.record import AnchorRecord
-    from inferasim.anchors.validate import TARGET_REQUESTS, anchor_workload, predict
     from inferasim.config.catalog import REPO_ROOT
     from inferasim.config.loader import load_scenario
+    from inferasim.validate.anchors import TARGET_REQUESTS, anchor_workload, predict
 
     base = load_scenario(str(REPO_ROOT / "scenarios" / "inferencemax"
                              / "dsr1-mi355x-sglang-fp8-tp8.yaml"), [])
@@ -156,9 +156,9 @@ def test_a_speculative_target_takes_the_acceptance_its_group_measured():
     """The held-out MTP point is replayed at the tokens per step the group's other anchors'
     streams show (mean ITL / mean TPOT), never at its own."""
     from inferasim.anchors.record import AnchorRecord
-    from inferasim.anchors.validate import _with_measured_acceptance, anchor_workload
     from inferasim.config.catalog import REPO_ROOT
     from inferasim.config.loader import load_scenario
+    from inferasim.validate.anchors import _with_measured_acceptance, anchor_workload
 
     mtp = {**REGIME, "spec_method": "mtp"}
 

@@ -13,12 +13,12 @@ from click.testing import CliRunner
 
 from inferasim.anchors.record import AnchorRecord
 from inferasim.anchors.store import AnchorStore
-from inferasim.anchors.validate import validate_store
 from inferasim.cli.main import cli
 from inferasim.config.catalog import REPO_ROOT
 from inferasim.config.loader import load_scenario
 from inferasim.cost.calibrated import CalibratedOracle
 from inferasim.cost.oracle import AnalyticOracle, StepBatch
+from inferasim.validate.anchors import validate_store
 
 SCENARIO = REPO_ROOT / "scenarios" / "inferencemax" / "dsr1-mi355x-sglang-fp8-tp8.yaml"
 ISL, OSL = 1024, 1024

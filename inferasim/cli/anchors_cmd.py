@@ -306,15 +306,15 @@ def validate_cmd(old_folder: Path | None, folder: Path | None, old_dir: Path | N
     anchor is predicted from its regime's anchors at other ISL/OSL instead; with --hold-out
     isl, each long prompt from the same regime's short ones."""
     from inferasim.anchors.store import AnchorStore
-    from inferasim.anchors.validate import (
+    from inferasim.config.knobs import Knobs
+    from inferasim.report.tables import markdown_table
+    from inferasim.validate.anchors import (
         TARGETS,
         error_stats,
         report_dict,
         targets_met,
         validate_store,
     )
-    from inferasim.config.knobs import Knobs
-    from inferasim.report.tables import markdown_table
 
     folder = _anchor_folder(folder, old_dir, "--dir")
     folder = _anchor_folder(folder, old_folder, "the FOLDER argument")

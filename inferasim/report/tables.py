@@ -93,7 +93,7 @@ def _calibration_lines(label: str, cal: dict[str, Any], width: int) -> list[str]
 def markdown_table(results) -> str:
     """``anchors validate``'s summary as Markdown: per regime and over all, the median / p90
     absolute error and the signed median of each metric."""
-    from inferasim.anchors.validate import METRICS, error_stats
+    from inferasim.validate.anchors import METRICS, error_stats
 
     def cells(stats) -> str:
         out = []

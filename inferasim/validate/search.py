@@ -71,7 +71,7 @@ def _intvty(tpot: float | None) -> float:
 
 def points(records, knobs: Knobs | None = None) -> dict[tuple[str, str], list[Point]]:
     """Leave-one-out predictions of every scored row, grouped by (GPU, ISL/OSL)."""
-    from inferasim.anchors.validate import group_label, validate_store
+    from inferasim.validate.anchors import group_label, validate_store
 
     by_id = {r.id: r for r in records}
     groups: dict[tuple[str, str], list[Point]] = {}
