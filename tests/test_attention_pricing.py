@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from inferasim.arch.attention import AttentionCost, GqaAttention, attention_for
+from inferasim.arch.gpu import Efficiency, GpuSpec
 from inferasim.arch.sparse_attention import decode_attention_cost
 from inferasim.arch.spec import AttentionSpec, FfnSpec, ModelSpec
 from inferasim.config.catalog import load_entry
@@ -17,7 +18,6 @@ from inferasim.cost.attention_time import (
     attention_seconds,
     kind_attention_seconds,
 )
-from inferasim.cost.gpu import Efficiency, GpuSpec
 
 
 def _catalog(kind: str, cls, name: str):

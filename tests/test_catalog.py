@@ -6,11 +6,11 @@ from __future__ import annotations
 import attrs
 import pytest
 
+from inferasim.arch.gpu import GpuSpec
 from inferasim.arch.spec import ModelSpec
 from inferasim.config.catalog import catalog_names, load_entry
 from inferasim.config.scenario import EngineSpec
 from inferasim.config.typed import build_spec
-from inferasim.cost.gpu import GpuSpec
 
 SPEC_CLASSES = {"models": ModelSpec, "gpus": GpuSpec, "engines": EngineSpec}
 

@@ -21,6 +21,7 @@ import click
 import numpy as np
 
 from inferasim.arch.attention import AttentionKind, attention_for
+from inferasim.arch.gpu import GpuSpec
 from inferasim.arch.sparse_attention import (
     decode_attention_cost,
     dense_prefill_cost,
@@ -31,7 +32,6 @@ from inferasim.config.catalog import load_entry
 from inferasim.config.knobs import Knobs
 from inferasim.config.typed import build_spec
 from inferasim.cost.attention_time import PHASES, attention_math_dtype, kind_attention_seconds
-from inferasim.cost.gpu import GpuSpec
 
 TERMS = ("dense", "selection", "indexing", "window", "pool", "linear")
 DEFAULT_CONTEXTS = "8192,131072,373760"

@@ -7,6 +7,7 @@ from typing import Any
 
 import attrs
 
+from inferasim.arch.gpu import GpuSpec
 from inferasim.arch.spec import ModelSpec
 from inferasim.config.catalog import DEFAULT_SCENARIO, load_entry
 from inferasim.config.engine_defaults import derived_defaults
@@ -16,7 +17,6 @@ from inferasim.config.scenario import EngineSpec, Scenario, ScenarioSpec
 from inferasim.config.typed import build_spec, spec_to_dict
 from inferasim.config.workload_reads import warn_unread
 from inferasim.config.yaml_tree import deep_merge, load_tree
-from inferasim.cost.gpu import GpuSpec
 
 
 def _origin(origins: dict[str, str], key: str, fallback: str) -> str:

@@ -6,9 +6,9 @@ from typing import Any
 
 import attrs
 
+from inferasim.arch.gpu import GpuSpec
 from inferasim.arch.spec import WEIGHT_DTYPES, ModelSpec
 from inferasim.config.typed import above, at_least, between, choices
-from inferasim.cost.gpu import GpuSpec
 
 ENGINES = ("vllm", "sglang", "mori-sglang", "atom", "trt")
 WORKLOAD_FORMATS = ("synthetic", "random", "mooncake", "bailian", "agentx", "sessions")

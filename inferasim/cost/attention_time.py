@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from inferasim.arch.attention import AttentionCost, AttentionKind
-from inferasim.cost.gpu import GpuSpec
+from inferasim.arch.gpu import GpuSpec
 
 PHASES = ("prefill", "decode", "dpa-decode")
 DECODE_PHASES = ("decode", "dpa-decode")
