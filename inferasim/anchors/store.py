@@ -44,10 +44,10 @@ PREFILL_POINT_BAND = 1.25
 #: so what an anchor carries over is how far its part and engine ran from the analytic step,
 #: not its step. The speculative axis is never crossed: a verify step of another width is
 #: another step. Nor is the engine: held out by model, a prior from the part's other engines
-#: did worse than the analytic model on each of the three regimes it reached (DeepSeek-R1
-#: SGLang and TRT-LLM on H200 from vLLM's grids, GLM-5 vLLM MTP from SGLang and TRT-LLM;
-#: docs/anchors.md, "A prior per part and engine"), so the chain goes from the part and
-#: engine to the analytic model.
+#: did worse than the analytic model on two of the three regimes it reached and barely better
+#: on the third (DeepSeek-R1 SGLang and TRT-LLM on H200 from vLLM's grids, GLM-5 vLLM MTP
+#: from SGLang and TRT-LLM; docs/anchors.md, "A prior per part and engine"), so the chain
+#: goes from the part and engine to the analytic model.
 PRIOR_LEVELS = (
     ("part and engine", frozenset({"model", "weight_dtype", "kv_dtype", "tp", "ep",
                                    "dp_attention", "dcp"})),
@@ -429,7 +429,7 @@ def _prefer_build(records: list[AnchorRecord], build: str
 
 
 def prefill_coverage(records: list[AnchorRecord], target_isl: int | None
-                      ) -> tuple[bool, str | None]:
+                     ) -> tuple[bool, str | None]:
     if not records:
         return False, None
     isls = sorted({r.workload.isl for r in records if r.ttft_s is not None})
