@@ -147,3 +147,16 @@ def test_validate_cli_hold_out_model_rows_per_model_and_calibration(tmp_path):
                                                "--hold-out", "model", "--json"]).output)
     assert set(data["overall_by_model"]) == {"deepseek-r1", "glm-5"}
     assert set(data["overall_by_calibration"]) == {"prior: part and engine"}
+
+
+def test_anchors_check_says_the_usable_anchors_are_a_prior(tmp_path):
+    import json
+
+    path = tmp_path / "glm.json"
+    path.write_text(json.dumps({"schema_version": 1,
+                                "anchors": [r.to_dict() for r in sweep("glm-5", 1.2)]}))
+    out = CliRunner().invoke(cli, ["anchors", "check", str(SCENARIO), "--anchors", str(path),
+                                   "--set", "engine.version="])
+    assert out.exit_code == 0, out.output
+    assert "3 usable as a prior (same part and engine" in out.output
+    assert "usable as a prior:" in out.output

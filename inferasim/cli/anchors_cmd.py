@@ -230,10 +230,13 @@ def _print_check(result, loaded: int, verbose: bool) -> None:
     click.echo(f"target: {result.target.describe()}")
     click.echo(f"        isl {result.target.isl if result.target.isl is not None else '-'}, "
                f"decode batch {result.target.batch if result.target.batch is not None else '-'}")
-    click.echo(f"anchors: {loaded} loaded, {len(result.usable)} usable, "
+    prior = result.prior_level
+    usable = (f"{len(result.usable)} usable as a prior (same {prior}, refused for the regime)"
+              if prior else f"{len(result.usable)} usable")
+    click.echo(f"anchors: {loaded} loaded, {usable}, "
                f"{len(result.refused)} refused, {len(result.set_aside)} set aside (other build)")
     if result.usable:
-        click.echo("usable:")
+        click.echo(f"usable{' as a prior' if prior else ''}:")
         for r in sorted(result.usable, key=lambda r: (r.workload.isl, r.workload.osl,
                                                       r.workload.concurrency or 0)):
             step, basis = r.decode_step
