@@ -291,8 +291,8 @@ def _signed(value: float | None) -> str:
                    "from its regime's anchors at other ISL/OSL (its build preferred), as a "
                    "projection to an unmeasured shape is. isl: each prompt of 16k tokens or "
                    "more from its regime's prompts of 8k or fewer. model: from the other "
-                   "models' anchors alone (a prior from the same part and engine, then part; "
-                   "else analytic), as a model without anchors is priced.")
+                   "models' anchors alone (a prior from the same part and engine, else "
+                   "analytic), as a model without anchors is priced.")
 @click.option("--date-as-build", is_flag=True,
               help="Read each run date as one build where a record names no image or version "
                    "(the InferenceMAX history rows).")

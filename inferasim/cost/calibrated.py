@@ -936,7 +936,7 @@ class CalibratedOracle:
         models = sorted({r.model for r in prior.readings})
         lo, hi = prior.batches
         prefill = "calibrated" if self._prefill_calibrated else "analytic"
-        note = (f"prior from the same {prior.level}: {len(prior.readings)} regime(s) of "
+        note = (f"from the same {prior.level}: {len(prior.readings)} regime(s) of "
                 f"{', '.join(models)} ({len(used)} anchors), decode ratio {prior.ratio:.3g} "
                 f"(the median of their levels, flat in the batch); prefill {prefill}")
         if self.prefill_step_overhead_s:

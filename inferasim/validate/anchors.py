@@ -17,8 +17,8 @@ where no anchor of its build measured another shape. History rows record no imag
 ``date_as_build`` reads each run date as one build (InferenceX runs one image per date).
 
 ``hold_out="model"`` removes every anchor of the held-out anchor's model: what is left can
-price it only as a prior (``store.PRIOR_LEVELS``: other models on its part and engine, then
-on its part), or not at all (the analytic model). Each point is scored and labelled with the
+price it only as a prior (``store.PRIOR_LEVELS``: other models on its part and engine), or
+not at all (the analytic model). Each point is scored and labelled with the
 calibration it got, as a user running a model without anchors gets it.
 """
 
@@ -507,7 +507,7 @@ METHODS = {
               "preferred"),
     "model": ("every anchor of a model held out: each anchor's workload replayed with the "
               "oracle the other models' anchors give it (a prior from its part and engine, "
-              "then its part, else the analytic model), labelled with which"),
+              "else the analytic model), labelled with which"),
     "isl": (f"long prompts held out within each regime: each anchor at ISL >= {ISL_HELD_FROM} "
             f"replayed with the calibrated oracle built from its regime's anchors at ISL <= "
             f"{ISL_FITTED_UPTO}, its own build preferred"),
