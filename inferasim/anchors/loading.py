@@ -47,3 +47,9 @@ def anchor_store_path(scenario) -> Path | None:
     return resolve_scenario_path(named, scenario.path or None, key="sim.anchors",
                                  what="anchors (a folder or an anchor file, or none)",
                                  origin=scenario.origin_of("sim.anchors"))
+
+
+def scenario_store(scenario) -> AnchorStore | None:
+    """The store ``scenario`` calibrates from (``anchor_store_path``), or None: no anchors."""
+    path = anchor_store_path(scenario)
+    return None if path is None else default_store(path)

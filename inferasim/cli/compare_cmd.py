@@ -27,7 +27,7 @@ def compare(scenario_a, scenario_b, overrides, price_items, as_json, **flags):
     priced: cost per million output and total tokens from the GPU-hour price (the catalog's,
     or --price) and energy per token. --set and the shortcut flags apply to both (e.g. the
     workload)."""
-    from inferasim.anchors.loading import anchor_store_path, default_store
+    from inferasim.anchors.loading import scenario_store
     from inferasim.report.compare import compare_rows, compare_table, json_safe, money, money_notes
     from inferasim.report.run_report import replay_summary
     from inferasim.search.economics import busy_share, parse_prices
@@ -48,9 +48,7 @@ def compare(scenario_a, scenario_b, overrides, price_items, as_json, **flags):
         check_completed(summary, result, sc)
         busy = busy_share([e.stats.busy_s for e in result.engines],
                           float(summary.get("window_s") or 0.0))
-        store_path = anchor_store_path(sc)
-        store = default_store(store_path) if store_path is not None else None
-        figures.append(money(sc, summary, busy, prices, store))
+        figures.append(money(sc, summary, busy, prices, scenario_store(sc)))
         summaries.append({**summary, **figures[-1]})
         names.append(sc.name)
     rows = compare_rows(*summaries)

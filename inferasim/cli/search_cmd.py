@@ -57,7 +57,7 @@ def search(scenario, overrides, gpus, sla_items, objective, space_items, margin,
            no_plots, as_json, **flags):
     """Search the deployments of SCENARIO's model and GPU within --gpus for the best one under
     --sla: every candidate priced in closed form, the promising ones replayed."""
-    from inferasim.anchors.loading import anchor_store_path, default_store
+    from inferasim.anchors.loading import scenario_store
     from inferasim.search import report
     from inferasim.search.economics import parse_prices
     from inferasim.search.run import DEFAULT_AUDIT, DEFAULT_MARGIN
@@ -88,8 +88,7 @@ def search(scenario, overrides, gpus, sla_items, objective, space_items, margin,
         if missing:
             raise ConfigError(f"no sourced GPU-hour price for {', '.join(missing)} in the "
                               f"catalog: give one with --price {missing[0]}=USD", key="--price")
-    store_path = anchor_store_path(resolver.base)
-    store = default_store(store_path) if store_path is not None else None
+    store = scenario_store(resolver.base)
     use_ray_token(ray_token)
     cache = _cache_dir(cache_dir)
     started = time.perf_counter()

@@ -159,6 +159,8 @@ class CalibratedOracle:
             if self.result.prior_level is not None:
                 self.prior = self._pool_prior(self._usable)
             else:
+                self._mixed = [r for r in self._usable
+                               if r.workload.prefill_per_step is not None]
                 self._collect(self._usable)
         self.calibrated = bool(self.points) or self.prior is not None
         # The decode ratio table at the target's width, per measured concurrency.
@@ -222,8 +224,8 @@ class CalibratedOracle:
             reg = record.regime
             groups.setdefault(self._anchor_oracle(record)[1] + (reg.engine,), []).append(record)
         readings = []
+        target = self.result.target
         for key, group in groups.items():
-            target = self.result.target
             ok, _ = prefill_coverage(group, target.isl)
             own = TargetAnchors(target=target, usable=tuple(group), refused=(),
                                 prefill_calibrated=ok)
@@ -377,10 +379,7 @@ class CalibratedOracle:
         skipped_open, kv_assumed, accepted = [], False, []
         for record in records:
             if record.workload.prefill_per_step is not None:
-                # a mixed step calibrates the prefill (``_fit_mixed_prefill``)
-                if points is self.points:
-                    self._mixed.append(record)
-                continue
+                continue  # a mixed step calibrates the prefill (``_fit_mixed_prefill``)
             step, basis = record.decode_step
             w, reg = record.workload, record.regime
             if step is None or w.concurrency is None or w.concurrency < 1:
@@ -1013,8 +1012,7 @@ def oracle_for(scenario: Scenario, knobs: Knobs | None = None, store=None, *,
     names in ``sim.anchors``, else the shipped ``anchors/``) when it has usable anchors for
     ``scenario``, else analytic — the report says which and why."""
     if store is None:
-        from inferasim.anchors.loading import anchor_store_path, default_store
+        from inferasim.anchors.loading import scenario_store
 
-        path = anchor_store_path(scenario)
-        store = None if path is None else default_store(path)
+        store = scenario_store(scenario)
     return CalibratedOracle(scenario, store, knobs, rank_level=rank_level)

@@ -93,7 +93,7 @@ def _calibration_lines(label: str, cal: dict[str, Any], width: int) -> list[str]
 def markdown_table(results) -> str:
     """``anchors validate``'s summary as Markdown: per regime and over all, the median / p90
     absolute error and the signed median of each metric."""
-    from inferasim.validate.anchors import METRICS, error_stats
+    from inferasim.validate.anchors import METRICS, error_stats, stats_by
 
     def cells(stats) -> str:
         out = []
@@ -120,11 +120,10 @@ def markdown_table(results) -> str:
     st = error_stats(preds)
     lines.append(f"| **all** | {scored(st)} | {cells(st)} |")
     for field, what in (("calibration", "calibrated as"), ("model", "model")):
-        values = sorted({getattr(p, field) or "?" for p in preds})
-        if len(values) < 2:
+        by = stats_by(preds, field)
+        if len(by) < 2:
             continue
-        for v in values:
-            st = error_stats(p for p in preds if (getattr(p, field) or "?") == v)
+        for v, st in by.items():
             lines.append(f"| {what} {v} | {scored(st)} | {cells(st)} |")
     lines.append("")
     lines.append("median / p90 absolute error (signed median) of predicted / measured - 1; "

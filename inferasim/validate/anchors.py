@@ -514,10 +514,11 @@ METHODS = {
 }
 
 
-def by_model_stats(preds: list[Prediction]) -> dict[str, dict[str, dict[str, float | None]]]:
-    """Error statistics per model (the model held out, with ``hold_out="model"``)."""
-    models = sorted({p.model or "?" for p in preds})
-    return {m: error_stats(p for p in preds if (p.model or "?") == m) for m in models}
+def stats_by(preds: list[Prediction], field: str) -> dict[str, dict[str, dict[str, float | None]]]:
+    """Error statistics per value of a prediction's ``field`` (``model``, ``calibration``)."""
+    values = sorted({getattr(p, field) or "?" for p in preds})
+    return {v: error_stats(p for p in preds if (getattr(p, field) or "?") == v)
+            for v in values}
 
 
 def report_dict(results: list[GroupResult], hold_out: str = "point") -> dict[str, Any]:
@@ -530,10 +531,8 @@ def report_dict(results: list[GroupResult], hold_out: str = "point") -> dict[str
         "overall_sweep_ends": error_stats(p for p in all_preds if not p.bracketed),
         "overall_same_build": error_stats(p for p in all_preds if p.same_build),
         "overall_cross_build": error_stats(p for p in all_preds if not p.same_build),
-        "overall_by_calibration": {
-            c: error_stats(p for p in all_preds if p.calibration == c)
-            for c in sorted({p.calibration for p in all_preds})},
-        "overall_by_model": by_model_stats(all_preds),
+        "overall_by_calibration": stats_by(all_preds, "calibration"),
+        "overall_by_model": stats_by(all_preds, "model"),
         "targets": targets_met(results),
         "groups": [{
             "group": g.key, "anchors": g.anchors, "skipped": g.skipped, "template": g.template,

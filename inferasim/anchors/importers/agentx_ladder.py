@@ -140,7 +140,8 @@ def _record(row, i: int, file: str, *, mixed: bool) -> AnchorRecord:
     isl = max(1, int(round(in_tps * duration / requests)))
     osl = max(1, int(round(out_tps * duration / requests)))
     hit = num(row.get("server_gpu_cache_hit_rate"))
-    prefill = in_tps * (1.0 - hit) * itl if mixed and hit is not None else None
+    # the caller passes ``mixed`` only for a rung that records its hit rate
+    prefill = in_tps * (1.0 - hit) * itl if mixed else None
     if prefill is not None:
         notes = [f"an agentic rung past its KV cliff (server hit rate {hit:.3f}): a mixed "
                  f"step of {out_tps * itl:.2f} decodes and {prefill:.0f} uncached prompt "
