@@ -46,6 +46,11 @@ class GpuSpec:
     # kernel, more for an unfused one (Torch on gfx942).
     sparse_indexer_cost_scale: float = 1.0
     l2_bytes: float = 0.0
+    # The GPU's own NIC on the scale-out network (RDMA between scale-up domains), bytes/s
+    # one way, and the latency one cross-domain hop adds; 0 = not known, and a layout whose
+    # collectives or KV link leave the domain asks for it (arch/interconnect.py).
+    scaleout_bw_per_gpu: float = attrs.field(default=0.0, metadata=at_least(0))
+    scaleout_latency_s: float = attrs.field(default=0.0, metadata=at_least(0))
     # GPU <-> host memory, bytes/s one way per GPU (the host link a KV offload tier reloads
     # over: PCIe Gen5 x16 on most parts, NVLink-C2C to Grace on GB200); 0 = not known.
     host_link_bw_per_dir: float = 0.0

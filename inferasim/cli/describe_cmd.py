@@ -8,10 +8,12 @@ import attrs
 import click
 import yaml
 
+from inferasim.arch.interconnect import kv_link_plan
 from inferasim.arch.layout import fit_problem
 from inferasim.arch.memory import GIB, memory_plan
 from inferasim.arch.params import param_counts
 from inferasim.cli.options import resolve_scenario, sizing_scenario_options
+from inferasim.config.errors import ConfigError
 from inferasim.config.loader import scenario_to_dict
 
 
@@ -50,6 +52,13 @@ def describe(scenario, overrides, as_json, **flags):
     if resolved.topology.kind == "disaggregated":
         # each pool runs its own layout and engine keys: its pool is what its run allocates
         derived["pools"] = {role: _pool_figures(resolved, role) for role in ("prefill", "decode")}
+        # the prefill -> decode link the layout gives, and which fabric it crosses; a link
+        # the catalog cannot price is reported as a fit problem is, not raised
+        try:
+            link = kv_link_plan(resolved)
+            derived["kv_link"], derived["kv_link_problem"] = attrs.asdict(link), None
+        except ConfigError as exc:
+            link, derived["kv_link"], derived["kv_link_problem"] = None, None, str(exc)
     if as_json:
         click.echo(json.dumps({"scenario": scenario_to_dict(resolved), **derived}, default=str))
         return
@@ -77,6 +86,10 @@ def describe(scenario, overrides, as_json, **flags):
         click.echo(f"{role} pool: {pool['instances']} x {pool['gpus_per_instance']} GPUs, "
                    f"weights {pool['weight_bytes_per_gpu'] / GIB:.2f} GiB per GPU, KV pool "
                    f"{pool['kv_pool_tokens']:,d} tokens per instance")
+    if derived.get("kv_link"):
+        click.echo(link.describe())
+    elif derived.get("kv_link_problem"):
+        click.echo(f"KV link: {derived['kv_link_problem']}")
     click.echo(f"GPUs: {resolved.total_gpus} in all, {resolved.gpus_per_instance} per instance")
     if problem:
         click.echo(f"does not fit: {problem}")

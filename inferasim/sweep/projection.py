@@ -499,6 +499,7 @@ def project_disaggregated(scenario: Scenario, knobs: Knobs | None = None,
     instance's share), the KV moved over the link once per request. The rate is the decode
     pool's unless the prefill pool cannot keep up; then the prefill pool's, and the clients
     it cannot serve wait for it (Little's law)."""
+    from inferasim.arch.interconnect import kv_link_plan
     from inferasim.config.loader import pool_scenario
     from inferasim.cost.oracle import StepBatch
     from inferasim.serve.topology import full_kv_bytes_per_token
@@ -538,8 +539,9 @@ def project_disaggregated(scenario: Scenario, knobs: Knobs | None = None,
     s_sq = float(np.mean(np.square(service)))
     servers = topo.prefill.instances * prefill.parallel.dp_attention
     capacity = servers / s_mean if s_mean > 0 else math.inf
-    transfer = (topo.link_latency_us * 1e-6 + m.prompt_mean * full_kv_bytes_per_token(scenario)
-                / (topo.link_bandwidth_gbs * 1e9))
+    link = kv_link_plan(scenario)  # the link the replay builds (serve/topology.py)
+    transfer = (link.latency_s + m.prompt_mean * full_kv_bytes_per_token(scenario)
+                / link.bytes_per_s)
     x = float(out["request_rate"])
     decode_s = float(out["e2e_mean_s"]) - float(out["ttft_mean_s"])
     saturated = out["saturated"]
