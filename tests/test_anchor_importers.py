@@ -89,6 +89,29 @@ def test_inferencemax_json_and_history_and_disagg_option():
     assert all(r.measurements.tpot_median_s for r in history)
 
 
+def test_inferencemax_disaggregated_rows_keep_both_pools():
+    everything = import_inferencemax(IMAX / "benchmarks_flat.csv", include_disaggregated=True)
+    disagg = [r for r in everything if r.regime.disaggregated]
+    assert len(disagg) == 135
+    assert all(r.regime.topology == "colocated" for r in everything if r not in disagg)
+    # B200 Dynamo TRT-LLM FP4 MTP at 10,860 clients: 3 prefill workers of TP4 attention-DP
+    # (12 GPUs), 5 decode workers of TP4 attention-DP (20 GPUs)
+    (row,) = [r for r in disagg if r.regime.gpu == "b200" and r.workload.concurrency == 10860]
+    reg = row.regime
+    assert (reg.engine, reg.tp, reg.ep, reg.dp_attention) == ("dynamo-trt", 4, 4, 4)
+    assert (reg.prefill_tp, reg.prefill_ep, reg.prefill_dp_attention) == (4, 4, 4)
+    assert (reg.prefill_workers, reg.decode_workers, reg.num_gpus) == (3, 5, 32)
+    assert row.workload.decode_batch == pytest.approx(10860 / 5)
+    # a row whose tp disagrees with its GPUs per worker takes the GPUs, and says so
+    noted = [r for r in disagg if any("GPUs over" in n for n in r.provenance.notes)]
+    assert noted and all(r.regime.tp * r.regime.decode_workers
+                         + r.regime.prefill_tp * r.regime.prefill_workers == r.regime.num_gpus
+                         for r in noted)
+    # rows without worker counts (GB200 at 36 or 72 GPUs, workers 0) keep no pool layout
+    unknown = [r for r in disagg if r.regime.decode_workers is None]
+    assert unknown and all("not known" in " ".join(r.provenance.notes) for r in unknown)
+
+
 def test_inferencemax_history_rows_check_their_throughput_against_the_median_e2e():
     """The history records no mean e2e latency: Little's law reads the median, which flags
     the rows whose throughput contradicts their own latencies (B200 nvfp4 EP8 c32 at 0.56x)

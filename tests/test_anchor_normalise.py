@@ -20,8 +20,15 @@ def test_engine_spellings(spelling, engine):
 
 def test_mori_sglang_is_not_sglang_and_disagg_is_its_own_regime():
     assert nz.normalise_engine("mori-sglang") != nz.normalise_engine("sglang")
-    for spelling in ("dynamo-sglang", "dynamo-trt", "trt"):
-        assert nz.normalise_engine(spelling) not in nz.MODELLED_ENGINES
+    # a Dynamo deployment keeps its framework's spelling (its own regime) and names the
+    # engine its workers run
+    assert nz.normalise_engine("dynamo-trt") == "dynamo-trt"
+    assert nz.worker_engine("dynamo-trt") == ("dynamo", "trt")
+    assert nz.worker_engine("TensorRT-LLM") == ("native", "trt")
+    assert nz.orchestrated_engine("trt", "dynamo") == "dynamo-trt"
+    assert nz.orchestrated_engine("sglang", "native") == "sglang"
+    assert nz.modelled("dynamo-sglang") and nz.modelled("trt")
+    assert not nz.modelled("sglang-disagg") and not nz.modelled("someengine")
 
 
 def test_engine_from_image():

@@ -114,7 +114,7 @@ def test_sglang_and_mori_sglang_anchors_are_not_shared():
     assert str(for_mori.refused[0].mismatches[0]) == "engine: anchor sglang != target mori-sglang"
 
 
-def test_engines_inferasim_does_not_model_are_refused():
+def test_other_engines_and_orchestrated_frameworks_are_refused():
     store = AnchorStore([make("trt", engine="trt"), make("dyn", engine="dynamo-sglang")])
     result = store.for_target(target())
     assert set(refused_axes(result).values()) == {("engine",)}

@@ -36,8 +36,8 @@ def write_store(tmp_path) -> str:
     anchors = [anchor(2, 0.0095), anchor(4, 0.0100), anchor(8, 0.0108),
                # another build of the same regime: alone in its group, never mixed in
                anchor(4, 0.0300, build="lmsysorg/sglang:v0.5.12-rocm700-mi35x"),
-               # an engine inferasim does not model (Dynamo's disaggregated TensorRT-LLM)
-               anchor(4, 0.0100, engine="dynamo-trt", build="nvcr.io/trt:1.3.0")]
+               # an engine inferasim does not model (Hugging Face TGI)
+               anchor(4, 0.0100, engine="tgi", build="ghcr.io/huggingface/tgi:3.0")]
     path = tmp_path / "small.json"
     path.write_text(json.dumps({"schema_version": 1, "anchors": anchors}))
     return str(path)
@@ -57,7 +57,7 @@ def test_leave_one_out_stays_within_regime_and_build(tmp_path):
         assert p.method == "replay" and p.replay_requests >= 100
     skipped = {k: g.skipped for k, g in by_key.items() if g.skipped}
     assert any("needs 2" in why for why in skipped.values())
-    assert any("dynamo-trt is not modelled" in why for why in skipped.values())
+    assert any("tgi is not modelled" in why for why in skipped.values())
 
 
 def test_validate_cli_table_and_json(tmp_path):

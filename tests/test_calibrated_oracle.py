@@ -647,7 +647,8 @@ def test_ranks_in_lockstep_read_a_closed_loops_prompts_as_a_wave(scenario):
                          prefill_resident=np.zeros(prompts), prefill_samples=prompts)
         return lockstep.step_group([rank] * min(clients, 8)).seconds
 
-    assert wave(16) > 4 * _analytic_prefill_seconds(lockstep, ISL)  # GEMMs over 16 prompts
+    # the FFN and expert GEMMs run over all 16 prompts (each rank projects its own two)
+    assert wave(16) > 3 * _analytic_prefill_seconds(lockstep, ISL)
     latency = 0.3
     store = AnchorStore([record(c, MEASURED.get(c, 0.012), dpa=8, ttft=latency + wave(c))
                          for c in (4, 8, 16)])

@@ -156,8 +156,9 @@ def test_step_seconds_equals_the_step_with_its_breakdown(overrides):
 
 def test_lockstep_group_runs_gemms_over_all_ranks_and_waits_for_the_slowest_attention():
     # INFERASIM_DES_LOCKSTEP (behaviour.md 5): the MoE and dense layers see the combined tokens
-    # of every rank; each rank attends over its own sequences and its own prefill chunk, in
-    # parallel, so the group waits for the slowest rank's attention, not for their sum.
+    # of every rank; each rank projects and attends over its own sequences and its own prefill
+    # chunk, in parallel, so the group waits for the busiest rank's projections and the
+    # slowest rank's attention, not for their sums.
     sc = load_scenario(None, ["model.name=deepseek-r1", "gpu.name=mi355x", "parallel.tp=8",
                               "parallel.dp_attention=8", "engine.name=sglang"])
     o = AnalyticOracle(sc, rank_level=True)
@@ -177,8 +178,12 @@ def test_lockstep_group_runs_gemms_over_all_ranks_and_waits_for_the_slowest_atte
     group = o.step_group(ranks)
     whole = o.step(combined)
     per_rank = [attention(o.step(b)) for b in ranks]
-    expected = whole.seconds - attention(whole) + max(per_rank)
-    assert group.seconds == pytest.approx(expected, rel=1e-12)
+    busiest = o.step(ranks[0])   # 4,096 prompt tokens and 4 decodes
+    for term in ("gemm_dense_ffn", "gemm_shared_experts", "gemm_moe", "lm_head", "overhead"):
+        assert group.breakdown[term] == pytest.approx(whole.breakdown[term], rel=1e-12)
+    assert group.breakdown["gemm_attention"] == pytest.approx(
+        busiest.breakdown["gemm_attention"], rel=1e-12)
+    assert group.breakdown["gemm_attention"] < whole.breakdown["gemm_attention"]
     assert attention(group) == pytest.approx(max(per_rank))
     assert group.seconds < whole.seconds  # attention summed over the ranks would be the whole
     # One rank alone is that rank's own step.
@@ -195,3 +200,27 @@ def test_lockstep_group_runs_gemms_over_all_ranks_and_waits_for_the_slowest_atte
         assert run[j] == pytest.approx(o.step_group_seconds(step), rel=1e-12)
     assert run[0] < o.step(StepBatch(decode_context=np.concatenate(
         [b.decode_context for b in decoding]))).seconds
+
+
+def test_attention_dp_ranks_project_and_dispatch_only_their_own_tokens():
+    # Under attention DP every GPU holds the attention weights and runs the projections for
+    # its own rank's sequences, and sends its own tokens to the experts; one scheduler for
+    # all the ranks prices them at an even share each, as the ranks' own steps would.
+    from inferasim.arch.interconnect import alltoall_seconds
+
+    sc = load_scenario(None, ["model.name=deepseek-r1", "gpu.name=b200", "parallel.tp=8",
+                              "parallel.ep=8", "parallel.dp_attention=8",
+                              "engine.name=sglang"])
+    whole = AnalyticOracle(sc)
+    rank = AnalyticOracle(sc, rank_level=True)
+    big = whole.step(StepBatch(decode_context=np.full(4096, 2048.0))).breakdown
+    own = rank.step(StepBatch(decode_context=np.full(512, 2048.0))).breakdown
+    assert big["gemm_attention"] == pytest.approx(own["gemm_attention"], rel=1e-12)
+    assert big["gemm_moe"] > own["gemm_moe"]   # the experts see every rank's tokens
+    w = whole.work
+    assert w.attn_allreduces_per_step == 0     # attention TP 1: nothing to reduce
+    moe_layers = sc.model.num_layers - sc.model.ffn.first_k_dense
+    assert w.allreduces_per_step == sc.model.num_layers - moe_layers  # the dense FFNs'
+    a2a = alltoall_seconds(sc.gpu, w.alltoall_bytes_per_token, 512.0, 8)
+    reduce = big["communication"] - a2a
+    assert 0 < reduce < a2a

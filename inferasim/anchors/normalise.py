@@ -17,13 +17,11 @@ from typing import Any
 # ---------------------------------------------------------------- engines
 
 #: Engines inferasim models (config.scenario.ENGINES).
-MODELLED_ENGINES = ("vllm", "sglang", "mori-sglang", "atom")
-
 #: Spelling -> engine. mori-sglang is SGLang with AMD's MoRI stack: it shards the MLA latent,
 #: so its KV pool differs from SGLang's and the two never share anchors. Disaggregated
 #: frameworks (dynamo-*, *-disagg) are their own regime: a colocated instance is not what
-#: they measured. Engines inferasim does not model (TensorRT-LLM) keep their spelling, so
-#: they are refused for every engine inferasim prices.
+#: they measured (``ORCHESTRATED`` names the engine their workers run). An engine spelled
+#: nowhere here keeps its spelling, and is refused for every engine inferasim prices.
 ENGINE_SPELLINGS: dict[str, str] = {
     "vllm": "vllm",
     "vllm-openai": "vllm",
@@ -66,6 +64,42 @@ def normalise_engine(spelling: str | None) -> str | None:
         return None
     key = _key(str(spelling))
     return ENGINE_SPELLINGS.get(key, key)
+
+
+#: Frameworks that run an engine's disaggregated pools: framework -> (orchestrator, engine).
+ORCHESTRATED: dict[str, tuple[str, str]] = {
+    "dynamo-sglang": ("dynamo", "sglang"),
+    "dynamo-trt": ("dynamo", "trt"),
+    "dynamo-vllm": ("dynamo", "vllm"),
+}
+
+
+def orchestrated_engine(engine: str | None, orchestrator: str) -> str | None:
+    """The framework a deployment of ``engine`` under ``orchestrator`` is spelled as:
+    ``dynamo-trt`` for TensorRT-LLM workers under Dynamo, the engine itself natively."""
+    name = normalise_engine(engine)
+    for framework, pair in ORCHESTRATED.items():
+        if pair == (orchestrator, name):
+            return framework
+    return name
+
+
+def worker_engine(framework: str | None) -> tuple[str, str] | None:
+    """(orchestrator, engine) of a framework spelling: ("dynamo", "trt") for dynamo-trt,
+    ("native", the engine) for an engine; None when unknown."""
+    name = normalise_engine(framework)
+    if name is None:
+        return None
+    return ORCHESTRATED.get(name, ("native", name))
+
+
+def modelled(framework: str | None) -> bool:
+    """Whether inferasim can run what a framework spelling deployed: an engine of its
+    catalog, natively or under an orchestrator it models."""
+    from inferasim.config.scenario import ENGINES
+
+    pair = worker_engine(framework)
+    return pair is not None and pair[1] in ENGINES
 
 
 def engine_from_image(image: str | None) -> str | None:

@@ -12,7 +12,14 @@ from typing import Any
 import attrs
 
 from inferasim.config.errors import ConfigError
-from inferasim.config.typed import above, at_least, between, build_spec, spec_to_dict
+from inferasim.config.typed import (
+    above,
+    at_least,
+    between,
+    build_spec,
+    choices,
+    spec_to_dict,
+)
 
 SCHEMA_VERSION = 1
 
@@ -76,6 +83,21 @@ class Regime:
     num_gpus: int | None = attrs.field(default=None, metadata=at_least(1))
     # Data-parallel replicas behind one endpoint (the client's concurrency is split over them).
     replicas: int | None = attrs.field(default=None, metadata=at_least(1))
+    # "colocated" (unknown reads so: every source before disaggregated rows was) or
+    # "disaggregated": prefill and decode pools, tp/ep/dp_attention then the decode pool's
+    # and the prefill_* fields the prefill pool's, each pool of that many workers
+    # (instances). ``num_gpus`` counts both pools.
+    topology: str | None = attrs.field(default=None,
+                                       metadata=choices("colocated", "disaggregated"))
+    prefill_tp: int | None = attrs.field(default=None, metadata=at_least(1))
+    prefill_ep: int | None = attrs.field(default=None, metadata=at_least(1))
+    prefill_dp_attention: int | None = attrs.field(default=None, metadata=at_least(1))
+    prefill_workers: int | None = attrs.field(default=None, metadata=at_least(1))
+    decode_workers: int | None = attrs.field(default=None, metadata=at_least(1))
+
+    @property
+    def disaggregated(self) -> bool:
+        return self.topology == "disaggregated"
 
 
 @attrs.frozen
@@ -197,6 +219,8 @@ class AnchorRecord:
         # InferenceMAX's num_decode_gpu reads tp x ep on expert-parallel rows while their
         # per-GPU throughput is per tp GPUs.
         gpus = reg.tp * (reg.replicas or 1) if reg.tp else reg.num_gpus
+        if reg.disaggregated:
+            gpus = reg.num_gpus  # both pools: the throughput is the deployment's
         e2e, which = self.e2e_s, "mean" if m.e2e_mean_s else "median"
         if not (m.tput_per_gpu_total and e2e and w.concurrency and gpus):
             return None

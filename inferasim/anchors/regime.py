@@ -15,8 +15,8 @@ from inferasim.anchors import normalise as nz
 from inferasim.anchors.record import AnchorRecord, Regime, derive_accept_length
 
 #: Axes that define a regime, in the order a refusal names them.
-REGIME_AXES = ("model", "engine", "gpu", "gpu_isa", "kernel_family", "weight_dtype", "kv_dtype",
-               "speculative", "tp", "ep", "dp_attention", "dcp")
+REGIME_AXES = ("model", "engine", "topology", "gpu", "gpu_isa", "kernel_family", "weight_dtype",
+               "kv_dtype", "speculative", "tp", "ep", "dp_attention", "dcp")
 
 
 @attrs.frozen
@@ -37,6 +37,11 @@ class Target:
     ep: int | None = None
     dp_attention: int | None = None
     dcp: int | None = None
+    # "colocated" or "disaggregated"; with the pool of a disaggregated deployment the
+    # scenario is ("prefill", "decode", or "" for a whole one): a prefill pool's layout is
+    # compared with the prefill layout its anchors measured.
+    topology: str = "colocated"
+    pool: str = ""
     # The engine build (scenario engine.version): an image, a tag or a bare version; "" = any.
     build: str = ""
     # Prompt length and decode batch the target runs at (None when the workload has no one value).
@@ -54,9 +59,11 @@ class Target:
         batch = None
         if workload.rate is None:
             batch = min(workload.concurrency, engine.max_num_seqs * par.dp_attention)
+        topo = scenario.topology
         return cls(
             model=nz.model_name(model.name),
-            engine=nz.normalise_engine(engine.name),
+            engine=nz.orchestrated_engine(engine.name, topo.orchestrator),
+            topology=topo.kind, pool=scenario.pool_role,
             gpu=nz.normalise_gpu(scenario.gpu.name),
             gpu_isa=scenario.gpu.isa or nz.gpu_isa(nz.normalise_gpu(scenario.gpu.name)),
             kernel_family=nz.kernel_family(engine.attention_backend),
@@ -74,7 +81,9 @@ class Target:
         if spec not in ("none", "?") and self.draft_tokens:
             spec += f"+{self.draft_tokens}"
         dtypes = "/".join(self.weight_dtypes) or "?"
-        return (f"{self.model} on {self.gpu} ({self.gpu_isa}), {self.engine} build "
+        pool = f"{self.pool} pool of a " if self.pool else ""
+        where = "" if self.topology == "colocated" else f", {pool}{self.topology} deployment"
+        return (f"{self.model} on {self.gpu} ({self.gpu_isa}){where}, {self.engine} build "
                 f"{self.build or 'any'}, kernels {self.kernel_family or '?'}, weights {dtypes}, "
                 f"kv {self.kv_dtype or '?'}, spec {spec}, tp{self.tp} ep{self.ep} "
                 f"dpa{self.dp_attention} dcp{self.dcp}")
@@ -111,6 +120,9 @@ def compare(anchor: Regime, target: Target) -> tuple[list[AxisMismatch], list[st
 
     check("model", anchor.model, target.model)
     check("engine", anchor.engine, target.engine)
+    # an anchor that does not say measured a colocated instance (every source but the
+    # disaggregated rows), so this axis is never skipped
+    check("topology", anchor.topology or "colocated", target.topology)
     if anchor.gpu is not None and target.gpu is not None:
         check("gpu", anchor.gpu, target.gpu)
     else:
@@ -135,8 +147,12 @@ def compare(anchor: Regime, target: Target) -> tuple[list[AxisMismatch], list[st
             diffs.append(AxisMismatch(
                 "speculative", _spec_label(anchor.spec_method, anchor.draft_tokens),
                 _spec_label(target.spec_method, target.draft_tokens)))
+    prefill_pool = target.pool == "prefill" and anchor.disaggregated
     for axis in ("tp", "ep", "dp_attention", "dcp"):
-        check(axis, getattr(anchor, axis), getattr(target, axis))
+        measured = getattr(anchor, axis)
+        if prefill_pool and axis != "dcp":
+            measured = getattr(anchor, f"prefill_{axis}")
+        check(axis, measured, getattr(target, axis))
     return diffs, skipped
 
 

@@ -20,6 +20,7 @@ import attrs
 import pandas as pd
 import yaml
 
+from inferasim.anchors import normalise as nz
 from inferasim.anchors.record import SCHEMA_VERSION, AnchorRecord
 from inferasim.anchors.regime import AxisMismatch, Target, compare, settle
 from inferasim.config.catalog import REPO_ROOT
@@ -348,11 +349,9 @@ def _prior(refused: list[Refusal], build: str) -> tuple[str | None, list[AnchorR
     regime has it, else its newest build, as for the target's own anchors (builds months apart
     are not pooled). Engines inferasim does not model, and anchors without a closed-loop
     decode step, are no prior."""
-    from inferasim.config.scenario import ENGINES
-
     for level, crossing in PRIOR_LEVELS:
         found = [r.anchor for r in refused if set(r.axes) <= crossing
-                 and r.anchor.regime.engine in ENGINES and r.anchor.regime.model is not None
+                 and nz.modelled(r.anchor.regime.engine) and r.anchor.regime.model is not None
                  and r.anchor.decode_step_s is not None]
         if not found:
             continue

@@ -285,23 +285,27 @@ def _signed(value: float | None) -> str:
 @anchors_option("Anchor folder or file (default: the shipped anchors/).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("-v", "--verbose", is_flag=True, help="Print every held-out anchor.")
-@click.option("--hold-out", type=click.Choice(["point", "shape", "isl", "model"]),
+@click.option("--hold-out", type=click.Choice(["point", "shape", "isl", "model", "layout"]),
               default="point", show_default=True,
               help="point: predict each anchor from the others of its regime and build. shape: "
                    "from its regime's anchors at other ISL/OSL (its build preferred), as a "
                    "projection to an unmeasured shape is. isl: each prompt of 16k tokens or "
                    "more from its regime's prompts of 8k or fewer. model: from the other "
                    "models' anchors alone (a prior from the same part and engine, else "
-                   "analytic), as a model without anchors is priced.")
+                   "analytic), as a model without anchors is priced. layout: from the other "
+                   "regimes of its part and engine alone, as a layout without anchors is.")
 @click.option("--date-as-build", is_flag=True,
               help="Read each run date as one build where a record names no image or version "
                    "(the InferenceMAX history rows).")
 @click.option("--markdown", is_flag=True,
               help="Print the summary as a Markdown table (docs/anchors.md's tables are this "
                    "output).")
+@click.option("--topology", "topology", type=click.Choice(["any", "colocated", "disaggregated"]),
+              default="any", show_default=True,
+              help="Validate only the anchors that measured this topology.")
 def validate_cmd(old_folder: Path | None, folder: Path | None, old_dir: Path | None,
                  as_json: bool, verbose: bool, hold_out: str, date_as_build: bool,
-                 markdown: bool) -> None:
+                 markdown: bool, topology: str) -> None:
     """Leave-one-out within each regime and build: predict each anchor of --anchors (default:
     anchors/; a folder or one anchor file; FOLDER is its old spelling) from the others by replaying its workload with the
     calibrated oracle; print the median and p90 absolute error of throughput per GPU, TPOT and
@@ -314,6 +318,7 @@ def validate_cmd(old_folder: Path | None, folder: Path | None, old_dir: Path | N
     from inferasim.validate.anchors import (
         TARGETS,
         error_stats,
+        family_targets,
         report_dict,
         targets_met,
         validate_store,
@@ -322,6 +327,8 @@ def validate_cmd(old_folder: Path | None, folder: Path | None, old_dir: Path | N
     folder = _anchor_folder(folder, old_dir, "--dir")
     folder = _anchor_folder(folder, old_folder, "the FOLDER argument")
     store = AnchorStore.load(folder)
+    if topology != "any":
+        store = AnchorStore(r for r in store if (r.regime.topology or "colocated") == topology)
     if not len(store):
         raise ConfigError("no anchors to validate", file=str(folder))
     results = validate_store(store, knobs=Knobs.from_env(), hold_out=hold_out,
@@ -332,10 +339,12 @@ def validate_cmd(old_folder: Path | None, folder: Path | None, old_dir: Path | N
     if markdown:
         click.echo(markdown_table(results))
         return
-    by_shape = hold_out in ("shape", "isl", "model")
+    by_shape = hold_out in ("shape", "isl", "model", "layout")
     click.echo({"shape": "leave-one-shape-out within each regime",
                 "isl": "long prompts (ISL >= 16k) from short ones (<= 8k) within each regime",
                 "model": "each model from the other models' anchors alone (a prior, or analytic)",
+                "layout": "each regime from its part and engine's other regimes alone (a prior, "
+                          "or analytic)",
                 "point": "leave-one-out within each regime and build"}[hold_out]
                + "; abs error median / p90 (predicted / measured - 1)")
     click.echo(f"{'regime' if by_shape else 'regime @ build':78} {'n':>3} {'tput/GPU':>15} "
@@ -359,7 +368,7 @@ def validate_cmd(old_folder: Path | None, folder: Path | None, old_dir: Path | N
                 for metric, why in p.excluded.items():
                     click.echo(f"      {metric} not scored: {why}")
     preds = [p for g in results for p in g.predictions]
-    if hold_out == "model":
+    if hold_out in ("model", "layout"):
         splits = tuple((f"  {c}", [p for p in preds if p.calibration == c])
                        for c in sorted({p.calibration for p in preds})) + tuple(
             (f"  model {m}", [p for p in preds if p.model == m])
@@ -390,6 +399,15 @@ def validate_cmd(old_folder: Path | None, folder: Path | None, old_dir: Path | N
         if verbose and got["missed"]:
             cells[-1] += " missed by: " + "; ".join(got["missed"])
     click.echo(f"regimes with >= {met['min_scored']} scored points meeting the target median: "
+               + ", ".join(cells))
+    by_family = family_targets(preds)
+    cells = []
+    for metric, name in (("tput_per_gpu", "tput/GPU"), ("tpot", "TPOT"), ("ttft", "TTFT")):
+        got = by_family[metric]
+        cells.append(f"{name} {len(got['met'])}/{len(got['met']) + len(got['missed'])}")
+        if verbose and got["missed"]:
+            cells[-1] += " missed by: " + "; ".join(got["missed"])
+    click.echo(f"families with >= {by_family['min_scored']} scored points meeting it: "
                + ", ".join(cells))
     closed = sum(p.method == "closed-form" for p in preds)
     excluded = sum(bool(p.excluded) for p in preds)

@@ -28,7 +28,15 @@ def compare(scenario_a, scenario_b, overrides, price_items, as_json, **flags):
     or --price) and energy per token. --set and the shortcut flags apply to both (e.g. the
     workload)."""
     from inferasim.anchors.loading import scenario_store
-    from inferasim.report.compare import compare_rows, compare_table, json_safe, money, money_notes
+    from inferasim.report.compare import (
+        compare_rows,
+        compare_table,
+        json_safe,
+        money,
+        money_notes,
+        pool_lines,
+        pools,
+    )
     from inferasim.report.run_report import replay_summary
     from inferasim.search.economics import busy_share, parse_prices
     from inferasim.serve.simulation import simulate
@@ -41,7 +49,7 @@ def compare(scenario_a, scenario_b, overrides, price_items, as_json, **flags):
     for name in sorted(set(prices) - parts):
         warnings.warn(f"--price {name}: neither scenario runs on {name} "
                       f"(they run on {', '.join(sorted(parts))})", ConfigWarning, stacklevel=1)
-    summaries, figures, names = [], [], []
+    summaries, figures, names, pool_sets = [], [], [], []
     for sc in scenarios:
         result = simulate(sc, knobs)
         summary = replay_summary(result)[1]
@@ -51,10 +59,14 @@ def compare(scenario_a, scenario_b, overrides, price_items, as_json, **flags):
         figures.append(money(sc, summary, busy, prices, scenario_store(sc)))
         summaries.append({**summary, **figures[-1]})
         names.append(sc.name)
+        pool_sets.append(pools(result))
     rows = compare_rows(*summaries)
     if as_json:
         click.echo(strict_json.dumps({"a": names[0], "b": names[1], "rows": rows,
                                       "money": {"a": json_safe(figures[0]),
-                                                "b": json_safe(figures[1])}}))
+                                                "b": json_safe(figures[1])},
+                                      "pools": {"a": pool_sets[0], "b": pool_sets[1]}}))
     else:
-        click.echo(compare_table(rows, names[0], names[1], money_notes(*figures)))
+        notes = money_notes(*figures) + pool_lines("A", pool_sets[0]) \
+            + pool_lines("B", pool_sets[1])
+        click.echo(compare_table(rows, names[0], names[1], notes))

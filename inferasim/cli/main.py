@@ -19,6 +19,7 @@ def _register() -> None:
         anchors_cmd,
         compare_cmd,
         describe_cmd,
+        families_cmd,
         harvest_cmd,
         knobs_cmd,
         price_cmd,
@@ -35,6 +36,7 @@ def _register() -> None:
     cli.add_command(knobs_cmd.knobs)
     cli.add_command(price_cmd.price)
     cli.add_command(anchors_cmd.anchors)
+    anchors_cmd.anchors.add_command(families_cmd.families_cmd)
     cli.add_command(trace_cmd.trace)
     cli.add_command(harvest_cmd.harvest)
     cli.add_command(compare_cmd.compare)

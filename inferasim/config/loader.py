@@ -156,7 +156,7 @@ def pool_scenario(scenario: Scenario, role: str, origins: dict[str, str] | None 
     decode_cache = engine.disagg_decode_prefix_caching
     if role == "decode" and decode_cache is not None and "prefix_caching" not in pool.engine:
         engine = attrs.evolve(engine, prefix_caching=decode_cache)
-    out = attrs.evolve(scenario, parallel=par, engine=engine)
+    out = attrs.evolve(scenario, parallel=par, engine=engine, pool=role)
     from inferasim.arch.layout import check_layout
 
     try:

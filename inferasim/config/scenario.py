@@ -35,7 +35,7 @@ class GpuRef:
 
 
 # Routing policies, for instances (``topology.router``) and attention-DP ranks.
-ROUTERS = ("round-robin", "least-loaded", "least-requests", "prefix-affinity")
+ROUTERS = ("round-robin", "least-loaded", "least-requests", "prefix-affinity", "kv-aware")
 
 
 @attrs.frozen
@@ -334,20 +334,35 @@ class TopologySpec:
     kind: str = attrs.field(default="colocated", metadata=choices("colocated", "disaggregated"))
     # Colocated: identical engine instances behind one router.
     instances: int = attrs.field(default=1, metadata=between(1, MAX_INSTANCES))
-    router: str = attrs.field(default="least-loaded", metadata=choices(*ROUTERS))
+    # ``auto``: the orchestrator's own (Dynamo's KV router, kv-aware), else least-loaded.
+    router: str = attrs.field(default="auto", metadata=choices("auto", *ROUTERS))
     # How requests are spread over the attention-DP ranks of one instance: ``engine`` = the
     # engine's own policy (engine.dp_rank_router), or one of the routers by name.
     rank_router: str = attrs.field(default="engine", metadata=choices("engine", *ROUTERS))
     prefill: PoolSpec = attrs.field(factory=PoolSpec)
     decode: PoolSpec = attrs.field(factory=PoolSpec)
-    # The prefill -> decode KV link: GB/s of each prefill instance's NICs, shared by the
+    # Who runs a disaggregated deployment's pools: the engine's own router and transfer
+    # (``native``: SGLang's router, vLLM's proxy) or NVIDIA Dynamo (``dynamo``: its frontend
+    # routes by KV overlap and load, NIXL moves the KV). InferenceMAX spells the second as
+    # its own framework (dynamo-trt, dynamo-sglang): a regime of its own (docs/anchors.md).
+    orchestrator: str = attrs.field(default="native", metadata=choices("native", "dynamo"))
+    # The prefill -> decode KV link: GB/s of each prefill instance's GPUs, shared by the
     # transfers in flight from it (serve/kv_link.py), and the fixed latency of one transfer.
-    link_bandwidth_gbs: float = attrs.field(default=100.0, metadata=above(0))
-    link_latency_us: float = attrs.field(default=50.0, metadata=at_least(0))
+    # None = from the layout (arch/interconnect.py kv_link_plan): the scale-up fabric when
+    # every prefill and decode GPU fits one scale-up domain, else the GPUs' NICs.
+    link_bandwidth_gbs: float | None = attrs.field(default=None, metadata=above(0))
+    link_latency_us: float | None = attrs.field(default=None, metadata=at_least(0))
+    @property
+    def router_policy(self) -> str:
+        """The instance router in force (``router``, with ``auto`` resolved)."""
+        if self.router != "auto":
+            return self.router
+        return "kv-aware" if self.orchestrator == "dynamo" else "least-loaded"
+
     def __attrs_post_init__(self) -> None:
         if self.instances < 1 or self.prefill.instances < 1 or self.decode.instances < 1:
             raise ValueError("instance counts must be at least 1")
-        if self.link_bandwidth_gbs <= 0:
+        if self.link_bandwidth_gbs is not None and self.link_bandwidth_gbs <= 0:
             raise ValueError("link_bandwidth_gbs must be positive")
 
 
@@ -398,6 +413,11 @@ class Scenario:
     workload: WorkloadSpec
     sim: SimSpec
     topology: TopologySpec = attrs.field(factory=TopologySpec)
+    # The pool of a disaggregated deployment this scenario is ("prefill", "decode"; "" for
+    # a whole deployment): its anchors are those that measured that pool (regime.Target).
+    # Not a setting: left out of the resolved YAML, kept in equality (two pools of one
+    # layout still calibrate apart).
+    _pool: str = ""
     # dotted key -> the file (or --set) that gave it: an error found after loading (a trace
     # or an anchor folder that is not there) names where the value came from. Not a setting:
     # left out of equality, hashing and the resolved YAML.
@@ -420,6 +440,10 @@ class Scenario:
         """The attention-DP rank routing policy in force: the scenario's, else the engine's."""
         chosen = self.topology.rank_router
         return self.engine.dp_rank_router if chosen == "engine" else chosen
+
+    @property
+    def pool_role(self) -> str:
+        return self._pool
 
     @property
     def gpus_per_instance(self) -> int:

@@ -254,9 +254,12 @@ class CalibratedOracle:
         target's."""
         reg, sc = record.regime, self.scenario
         par = sc.parallel
-        parallel = ParallelSpec(tp=reg.tp or par.tp, ep=reg.ep or par.ep,
-                                dp_attention=reg.dp_attention or par.dp_attention,
-                                dcp=reg.dcp or par.dcp)
+        tp, ep, dpa = reg.tp, reg.ep, reg.dp_attention
+        if reg.disaggregated and sc.pool_role == "prefill":
+            # a prefill pool reads the prefill pool the anchor measured
+            tp, ep, dpa = reg.prefill_tp, reg.prefill_ep, reg.prefill_dp_attention
+        parallel = ParallelSpec(tp=tp or par.tp, ep=ep or par.ep,
+                                dp_attention=dpa or par.dp_attention, dcp=reg.dcp or par.dcp)
         engine = attrs.evolve(sc.engine, kv_dtype=reg.kv_dtype or sc.kv_dtype)
         model = sc.model
         if self.result.prior_level is not None:
@@ -450,8 +453,8 @@ class CalibratedOracle:
         decode), at most half the TPOT. None where ranks step together (their clients come
         in waves, prefilled between the decodes); a fixed-length loop on one instance still
         mixes its prompts' chunks into the decodes, so its stalls are taken out."""
-        if self.group > 1:
-            return 0.0
+        if self.group > 1 or record.regime.disaggregated:
+            return 0.0   # (a disaggregated decode worker never prefills)
         stall = _arrivals_during_decode(record, tpot) * self._lone_prefill(record) \
             / (record.workload.osl - 1)
         return min(stall, 0.5 * tpot)
@@ -530,7 +533,7 @@ class CalibratedOracle:
             conc = int(w.concurrency or 0)
             tpot = m.tpot_s
             if (basis != "median_itl" or not tpot or not m.itl_median_s or conc < 2
-                    or record.ttft_s is None or w.osl < 2):
+                    or record.ttft_s is None or w.osl < 2 or record.regime.disaggregated):
                 continue
             gap = tpot - m.itl_median_s
             if gap < STALL_MIN_SHARE * tpot:
@@ -576,6 +579,8 @@ class CalibratedOracle:
         w = record.workload
         isl = int(w.isl)
         clients = max(1, int(w.concurrency or 1))
+        if record.regime.disaggregated:
+            return self._disaggregated_ttft_row(record, oracle)
         others = clients - 1
         wave = self._waves(record) and others > 0
         wait = 0.0
@@ -610,6 +615,18 @@ class CalibratedOracle:
             queued_behind = max(1, math.ceil(clients / oracle.scenario.parallel.dp_attention))
         return TtftRow(float(isl), float(record.ttft_s), prefill, wait + slot_wait,
                        queued_behind, decode_s)
+
+    def _disaggregated_ttft_row(self, record, oracle: AnalyticOracle) -> TtftRow:
+        """A disaggregated anchor's TTFT: its prompts queue at the prefill pool's workers
+        (no decode step in flight there, no running slot to wait for), the clients away
+        decoding on the decode pool between prompts; the KV transfer and the first token's
+        admission on the decode side stay in the latency the fit reads."""
+        w, reg = record.workload, record.regime
+        tpot = record.measurements.tpot_s
+        decode_s = max(0, w.osl - 1) * tpot if tpot else math.inf
+        return TtftRow(float(w.isl), float(record.ttft_s), self._lone_prefill(record), 0.0,
+                       max(1, int(w.concurrency or 1)), decode_s,
+                       servers=reg.prefill_workers or 1)
 
     @property
     def frontend_modelled(self) -> bool:

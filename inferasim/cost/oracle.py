@@ -9,12 +9,11 @@ oracle transports measurements with; the calibration rescales it, never replaces
 
 from __future__ import annotations
 
-import math
-
 import attrs
 import numpy as np
 
 from inferasim.arch.attention import GqaAttention, MlaAttention, attention_for
+from inferasim.arch.interconnect import allreduce_seconds, alltoall_seconds, check_scaleout
 from inferasim.arch.params import param_counts
 from inferasim.arch.sparse_attention import decode_attention_cost
 from inferasim.arch.work import StepWork, step_work
@@ -67,6 +66,9 @@ class AnalyticOracle:
         self.knobs = knobs or Knobs()
         self.gpu = scenario.gpu
         self.work: StepWork = step_work(scenario)
+        # a group past the part's scale-up domain needs its NIC figure: fail here, not mid-replay
+        check_scaleout(self.gpu, scenario, self.work.tp if self.work.allreduces_per_step else 1,
+                       self.work.ep)
         self.attention = attention_for(scenario.model)
         self.kv_dtype = scenario.kv_dtype
         par = scenario.parallel
@@ -102,17 +104,22 @@ class AnalyticOracle:
         self.draft_dtype = "fp8" if scenario.weight_dtype != "bf16" else "bf16"
 
     # -- pieces -------------------------------------------------------------------------
-    def _gemm_seconds(self, tokens: float, samples: float) -> dict[str, float]:
+    def _gemm_seconds(self, tokens: float, samples: float,
+                      own: float | None = None) -> dict[str, float]:
+        """``own``: the tokens of the busiest attention-DP rank (each GPU projects its own
+        rank's attention); all of them without attention DP."""
+        own = tokens if own is None else own
         # Batch shapes repeat (a decode batch of n runs many steps): remember them.
-        key = (tokens, samples)
+        key = (tokens, samples, own)
         hit = self._gemm_memo.get(key)
         if hit is None:
             if len(self._gemm_memo) > 4096:
                 self._gemm_memo.clear()
-            hit = self._gemm_memo[key] = self._gemm_seconds_uncached(tokens, samples)
+            hit = self._gemm_memo[key] = self._gemm_seconds_uncached(tokens, samples, own)
         return dict(hit)
 
-    def _gemm_seconds_uncached(self, tokens: float, samples: float) -> dict[str, float]:
+    def _gemm_seconds_uncached(self, tokens: float, samples: float,
+                               own: float) -> dict[str, float]:
         gpu, eff = self.gpu, self.gpu.efficiency
         out: dict[str, float] = {}
         if tokens <= 0:
@@ -123,24 +130,33 @@ class AnalyticOracle:
             if g.experts:
                 touched = 1.0 - (1.0 - g.experts_per_token / g.experts) ** tokens
                 weight_bytes *= touched
-            compute = g.flops_per_token * tokens / (gpu.peak_flops(g.dtype) * eff.gemm)
+            done = own if g.name == "gemm_attention" else tokens
+            compute = g.flops_per_token * done / (gpu.peak_flops(g.dtype) * eff.gemm)
             out[g.name] = max(compute, weight_bytes / bw)
         if samples > 0:
             compute = self.work.lm_head_flops_per_sample * samples / (gpu.bf16_flops * eff.gemm)
             out["lm_head"] = max(compute, self.work.lm_head_bytes / bw)
         return out
 
-    def _comm_seconds(self, tokens: float) -> float:
+    def _comm_seconds(self, tokens: float, own: float | None = None) -> float:
+        """TP all-reduces and the EP all-to-all, each priced by the domains its group spans
+        (on the scale-up links inside one, the cross-domain share on the NICs past it).
+        ``own``: the busiest attention-DP rank's tokens (all of them without attention DP):
+        each GPU dispatches, and reduces its attention output for, its own rank's."""
         w, gpu = self.work, self.gpu
-        if tokens <= 0 or (w.allreduces_per_step == 0 and w.alltoall_bytes_per_token == 0):
+        if tokens <= 0 or (w.allreduces_per_step == 0 and w.alltoall_bytes_per_token == 0
+                           and w.attn_allreduces_per_step == 0):
             return 0.0
-        bw = gpu.scaleup_bw_per_dir * gpu.efficiency.collective
+        own = tokens if own is None else own
         t = 0.0
         if w.allreduces_per_step:
-            ring = 2.0 * (w.tp - 1) / w.tp * w.allreduce_bytes_per_token * tokens / bw
-            t += w.allreduces_per_step * (ring + gpu.collective_latency_s * math.log2(w.tp))
+            t += w.allreduces_per_step * allreduce_seconds(gpu, w.allreduce_bytes_per_token,
+                                                           tokens, w.tp)
+        if w.attn_allreduces_per_step:
+            t += w.attn_allreduces_per_step * allreduce_seconds(
+                gpu, w.allreduce_bytes_per_token, own, w.attn_tp)
         if w.alltoall_bytes_per_token:
-            t += w.alltoall_bytes_per_token * tokens / bw + 2 * gpu.collective_latency_s
+            t += alltoall_seconds(gpu, w.alltoall_bytes_per_token, own, w.ep)
         return t
 
     def _draft_seconds(self, n_decode: int) -> float:
@@ -211,9 +227,10 @@ class AnalyticOracle:
     def step(self, batch: StepBatch) -> StepCost:
         tokens = float(batch.forward_tokens)
         samples = float(batch.prefill_samples + batch.n_decode * batch.width)
-        breakdown = self._gemm_seconds(tokens, samples)
+        own = tokens / self.dp_split   # one scheduler for the ranks: an even share each
+        breakdown = self._gemm_seconds(tokens, samples, own)
         breakdown.update(self._attention_seconds(batch))
-        breakdown["communication"] = self._comm_seconds(tokens)
+        breakdown["communication"] = self._comm_seconds(tokens, own)
         if self.draft_tokens and batch.n_decode:
             breakdown["draft"] = self._draft_seconds(batch.n_decode)
         breakdown["overhead"] = self.fixed_s
@@ -228,7 +245,7 @@ class AnalyticOracle:
             return self.step(batch).seconds
         n_decode = batch.decode_context.size
         tokens, samples, prefill, decode = self._linear_parts(batch)
-        seconds = self._context_free_seconds(tokens, samples)
+        seconds = self._context_free_seconds(tokens, samples, tokens / self.dp_split)
         seconds += prefill
         seconds += decode
         seconds += self.fixed_s
@@ -254,16 +271,18 @@ class AnalyticOracle:
         return (float(int(sum(chunks)) + n_decode * width),
                 float(batch.prefill_samples + n_decode * width), prefill, decode)
 
-    def _context_free_seconds(self, tokens: float, samples: float) -> float:
-        """GEMM and collective seconds of a step of ``tokens`` (``samples`` sampled): what
-        its context does not change, remembered per shape."""
-        key = (tokens, samples)
+    def _context_free_seconds(self, tokens: float, samples: float, own: float) -> float:
+        """GEMM and collective seconds of a step of ``tokens`` (``samples`` sampled), ``own``
+        of them its busiest attention-DP rank's: what its context does not change,
+        remembered per shape."""
+        key = (tokens, samples, own)
         seconds = self._context_free.get(key)
         if seconds is None:
             if len(self._context_free) > 4096:
                 self._context_free.clear()
             seconds = self._context_free[key] = \
-                sum(self._gemm_seconds(tokens, samples).values()) + self._comm_seconds(tokens)
+                sum(self._gemm_seconds(tokens, samples, own).values()) \
+                + self._comm_seconds(tokens, own)
         return seconds
 
     def _coefficient_sum(self, key: tuple[str, int]) -> float:
@@ -278,12 +297,13 @@ class AnalyticOracle:
         slowest sets the pace), and the step ends for all at once."""
         tokens = float(sum(b.forward_tokens for b in batches))
         samples = float(sum(b.prefill_samples + b.n_decode * b.width for b in batches))
-        breakdown = self._gemm_seconds(tokens, samples)
+        own = float(max((b.forward_tokens for b in batches), default=0))
+        breakdown = self._gemm_seconds(tokens, samples, own)
         attn = [self._attention_seconds(b) for b in batches]
         slowest = max(range(len(batches)), key=lambda i: sum(attn[i].values())) if attn else 0
         for term, secs in (attn[slowest].items() if attn else ()):
             breakdown[term] = secs
-        breakdown["communication"] = self._comm_seconds(tokens)
+        breakdown["communication"] = self._comm_seconds(tokens, own)
         n_decode = max((b.n_decode for b in batches), default=0)
         if self.draft_tokens and n_decode:
             breakdown["draft"] = self._draft_seconds(n_decode)
@@ -295,15 +315,16 @@ class AnalyticOracle:
         per step, in both step modes (as ``step_seconds`` is one engine's)."""
         if not self._linear:
             return self.step_group(batches).seconds
-        tokens = samples = slowest = 0.0
+        tokens = samples = slowest = own = 0.0
         n_decode = 0
         for b in batches:
             rank_tokens, rank_samples, prefill, decode = self._linear_parts(b)
             tokens += rank_tokens
             samples += rank_samples
+            own = max(own, rank_tokens)
             slowest = max(slowest, prefill + decode)  # each rank attends its own sequences
             n_decode = max(n_decode, b.decode_context.size)
-        return self._group_seconds(tokens, samples, slowest, n_decode)
+        return self._group_seconds(tokens, samples, slowest, n_decode, own)
 
     def group_decode_steps(self, contexts: list[np.ndarray | None], width: int) -> np.ndarray:
         """``step_group_seconds`` of consecutive decode-only group steps, one per row of the
@@ -326,13 +347,14 @@ class AnalyticOracle:
             if nd:
                 slowest = np.maximum(slowest, coef * c.sum(axis=1))
                 n_decode = max(n_decode, nd)
-        return self._group_seconds(tokens, samples, slowest, n_decode)
+        return self._group_seconds(tokens, samples, slowest, n_decode, float(n_decode * width))
 
-    def _group_seconds(self, tokens: float, samples: float, slowest, n_decode: int):
-        """A group step's seconds from its combined ``tokens`` (``samples`` sampled), its
-        slowest rank's attention (one figure, or one per step) and its largest decode batch:
-        one sum for the single group step and the run of them."""
-        seconds = self._context_free_seconds(tokens, samples) + slowest + self.fixed_s
+    def _group_seconds(self, tokens: float, samples: float, slowest, n_decode: int,
+                       own: float):
+        """A group step's seconds from its combined ``tokens`` (``samples`` sampled), ``own``
+        of them its busiest rank's, its slowest rank's attention (one figure, or one per step)
+        and its largest decode batch: one sum for the single group step and the run of them."""
+        seconds = self._context_free_seconds(tokens, samples, own) + slowest + self.fixed_s
         if self.draft_tokens and n_decode:
             seconds += self._draft_seconds(n_decode)
         return seconds
@@ -362,7 +384,8 @@ class AnalyticOracle:
         parts = self._steady_parts.get(key)
         if parts is None:
             tokens = float(n * width)
-            fixed = self._context_free_seconds(tokens, tokens) + self._draft_seconds(n) \
+            fixed = self._context_free_seconds(tokens, tokens, tokens / self.dp_split) \
+                + self._draft_seconds(n) \
                 + self.fixed_s
             coef = self._coefficient_sum(("decode", width)) if self._linear else 0.0
             parts = self._steady_parts[key] = (fixed, coef)

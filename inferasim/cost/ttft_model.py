@@ -26,10 +26,11 @@ class TtftRow:
     wait: float         # the step in flight, the receive interval's read, a running slot
     clients: int        # closed-loop concurrency
     decode_s: float     # a request's decode phase: (OSL - 1) x measured TPOT (inf: unknown)
+    servers: int = 1    # engines prefilling side by side (a disaggregated prefill pool's)
 
     def sojourn(self, slope: float, latency: float, overhead: float = 0.0) -> float:
         return closed_loop_sojourn(slope * self.prefill + overhead, self.clients,
-                                   latency + self.decode_s)
+                                   latency + self.decode_s, self.servers)
 
     def queue(self, slope: float, latency: float, overhead: float = 0.0) -> float:
         return self.sojourn(slope, latency, overhead) - slope * self.prefill - overhead
@@ -39,18 +40,22 @@ class TtftRow:
         return self.ttft - self.wait - self.sojourn(slope, latency, overhead)
 
 
-def closed_loop_sojourn(service: float, clients: int, away: float) -> float:
+def closed_loop_sojourn(service: float, clients: int, away: float, servers: int = 1) -> float:
     """A prompt's time from reaching the engine to its first token when ``clients`` closed-loop
     clients each spend ``away`` seconds elsewhere (decoding, the frontend) between prompts and
     ``service`` seconds of engine prefill, served one prompt at a time: mean value analysis
     of that two-station closed network (exact for exponential service, a little high for
-    fixed). The population bounds the queue, which an open-queue formula would not."""
+    fixed). The population bounds the queue, which an open-queue formula would not.
+    ``servers`` side by side (a disaggregated prefill pool): a prompt waits only for the
+    queue beyond the other servers, served ``servers`` at a time (the usual multi-server
+    approximation of the mean value analysis; one server is the exact form above)."""
     if clients <= 1 or service <= 0 or not math.isfinite(away):
         return service
     queue = 0.0
     sojourn = service
+    idle = servers - 1
     for n in range(1, clients + 1):
-        sojourn = service * (1.0 + queue)
+        sojourn = service * (1.0 + max(0.0, queue - idle) / servers)
         queue = n * sojourn / (sojourn + away)
     return sojourn
 

@@ -89,6 +89,56 @@ def money(scenario: Scenario, summary: Mapping[str, Any], busy: float,
     return out
 
 
+def pools(result) -> list[dict[str, Any]]:
+    """Each pool of a replayed deployment (prefill and decode when disaggregated, else the one
+    colocated pool): its instances, layout, GPUs, the engines' busy share of the window, a
+    KV pool's tokens and how its steps were calibrated."""
+    from inferasim.search.economics import busy_share
+
+    sc = result.scenario
+    window = max(1e-9, result.horizon_s - result.window_start_s)
+    calibration = result.calibration
+    if sc.topology.kind == "colocated":
+        roles = [("colocated", sc.topology.instances, sc, calibration)]
+    else:
+        from inferasim.config.loader import pool_scenario
+
+        roles = [(role, getattr(sc.topology, role).instances,
+                  pool_scenario(sc, role, check_fit=False),
+                  calibration.get("decode_pool", calibration) if role == "decode"
+                  else calibration) for role in ("prefill", "decode")]
+    out = []
+    start = 0   # the topology lists the prefill pool's engines (a rank each) first
+    for role, instances, pool_sc, cal in roles:
+        par = pool_sc.parallel
+        count = instances * par.dp_attention if role != "colocated" else len(result.engines)
+        engines = result.engines[start:start + count]
+        start += count
+        out.append({
+            "pool": role, "instances": instances,
+            "layout": f"tp{par.tp} ep{par.ep} dpa{par.dp_attention}",
+            "gpus": instances * par.tp,
+            "busy": busy_share([e.stats.busy_s for e in engines], window),
+            # an instance's: its attention-DP ranks' pools together
+            "kv_pool_tokens": sum(e.kv.pool.capacity for e in engines) // max(1, instances)
+            if engines and role != "colocated" else
+            (engines[0].kv.pool.capacity * par.dp_attention if engines else None),
+            "calibration": cal.get("mode"),
+        })
+    return out
+
+
+def pool_lines(name: str, entries: list[dict[str, Any]]) -> list[str]:
+    lines = []
+    for p in entries:
+        kv = f", KV pool {p['kv_pool_tokens']:,} tokens an instance" if p["kv_pool_tokens"] \
+            else ""
+        lines.append(f"{name} {p['pool']} pool: {p['instances']} x {p['layout']} "
+                     f"({p['gpus']} GPUs), busy {p['busy']:.0%}{kv}, "
+                     f"calibration {p['calibration']}")
+    return lines
+
+
 def compare_rows(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for key, label, higher in METRICS:

@@ -119,7 +119,8 @@ def markdown_table(results) -> str:
         lines.append(f"| {g.key} | {scored(st)} | {cells(st)} |")
     st = error_stats(preds)
     lines.append(f"| **all** | {scored(st)} | {cells(st)} |")
-    for field, what in (("calibration", "calibrated as"), ("model", "model")):
+    for field, what in (("calibration", "calibrated as"), ("model", "model"),
+                        ("family", "family")):
         by = stats_by(preds, field)
         if len(by) < 2:
             continue

@@ -24,13 +24,47 @@ def _prefix_affinity(targets: Sequence, req: LiveRequest) -> int:
                key=lambda i: (-targets[i].peek(req), targets[i].load_score, i))
 
 
+def kv_router_cost(target, req: LiveRequest) -> float:
+    """NVIDIA Dynamo's KV router cost of sending ``req`` to ``target`` (its router docs,
+    "Cost Calculation", read with the search tool [3P]): the prefill blocks it would have
+    (the prompts it is yet to compute plus this one's uncached part) times the overlap
+    weight (1.0 by default), plus its decode blocks (the KV its running requests hold, and
+    this prompt's). Blocks of the target's own size."""
+    bt = target.kv.bt
+    cached = target.peek(req) * bt
+    pending = sum(max(0, r.spec.prompt_tokens - r.computed) for r in target.prefilling) \
+        + sum(r.spec.prompt_tokens for r in target.waiting) \
+        + sum(r.spec.prompt_tokens for r in target.inbox)
+    prefill = (pending + max(0, req.spec.prompt_tokens - cached)) / bt
+    decode = (target.kv.pool.used + req.spec.prompt_tokens) / bt
+    return KV_OVERLAP_WEIGHT * prefill + decode
+
+
+#: Dynamo's ``--kv-overlap-score-weight`` default.
+KV_OVERLAP_WEIGHT = 1.0
+
+
+def _kv_aware(targets: Sequence, req: LiveRequest) -> int:
+    # temperature 0 (Dynamo's default): the cheapest, ties to the lowest index
+    return min(range(len(targets)), key=lambda i: (_cost(targets[i], req), i))
+
+
+def _cost(target, req: LiveRequest) -> float:
+    if isinstance(target, Router):   # an instance of attention-DP ranks: its cheapest rank
+        return min(_cost(t, req) for t in target.targets)
+    return kv_router_cost(target, req)
+
+
 #: The scans every policy is defined by; over engine instances the router keeps indexes
 #: instead (``FleetRouting``), which pick the same target.
 SCANS: dict[str, Callable[[Sequence, LiveRequest], int]] = {
     "least-loaded": _least_loaded,
     "least-requests": _least_requests,
     "prefix-affinity": _prefix_affinity,
+    "kv-aware": _kv_aware,
 }
+#: Policies the fleet's indexes answer (the others scan).
+INDEXED = ("least-loaded", "least-requests", "prefix-affinity")
 
 
 class Router:
@@ -43,7 +77,8 @@ class Router:
         self.fleet: FleetRouting | None = None
         if policy == "round-robin":
             self._pick: Callable[[Sequence, LiveRequest], int] = self._round_robin
-        elif len(self.targets) > 1 and FleetRouting.supports(self.targets):
+        elif (len(self.targets) > 1 and policy in INDEXED
+              and FleetRouting.supports(self.targets)):
             self.fleet = FleetRouting(self.targets, policy)
             self._pick = self.fleet.pick
         else:

@@ -10,6 +10,7 @@ import attrs
 import simpy
 
 from inferasim.arch.attention import attention_for
+from inferasim.arch.interconnect import kv_link_plan
 from inferasim.arch.memory import memory_plan
 from inferasim.config.errors import ConfigError
 from inferasim.config.knobs import Knobs
@@ -311,7 +312,7 @@ def build_topology(env: simpy.Environment, scenario: Scenario, knobs: Knobs, blo
     topo = scenario.topology
     if topo.kind == "colocated":
         router, engines, _ = _pool(env, scenario, knobs, block_tokens, make_oracle,
-                                   topo.instances, topo.router, 0)
+                                   topo.instances, topo.router_policy, 0)
         if len(engines) == 1 and engines[0].process is not None:
             engines[0].solo = True
         return Topology(router, engines, memory_plan(scenario).kv_pool_tokens,
@@ -327,18 +328,19 @@ def build_topology(env: simpy.Environment, scenario: Scenario, knobs: Knobs, blo
         # so these are the only macro-steps it gives up)
         pre_sc = attrs.evolve(pre_sc, sim=attrs.evolve(pre_sc.sim, exact_steps=True))
     pre, pre_eng, pre_instances = _pool(env, pre_sc, knobs, block_tokens, make_oracle,
-                                        topo.prefill.instances, topo.router, 0)
+                                        topo.prefill.instances, topo.router_policy, 0)
     pulls = transfer == "whole" and not dec_sc.engine.disagg_decode_preallocates
     dec, dec_eng, _ = _pool(env, dec_sc, knobs, block_tokens, make_oracle,
-                            topo.decode.instances, topo.router, len(pre_eng),
+                            topo.decode.instances, topo.router_policy, len(pre_eng),
                             prealloc_matches=pulls)
     kv_bytes = full_kv_bytes_per_token(pre_sc)
-    # one link per prefill instance: its GPUs send through their own NICs, so transfers
-    # from one prefill instance share its bandwidth and instances do not share theirs
+    # one link per prefill instance: its GPUs send through their own links (scale-up or
+    # NICs, as the layout puts the deployment: kv_link_plan), so transfers from one prefill
+    # instance share its bandwidth and instances do not share theirs
+    plan = kv_link_plan(scenario)
     links: list[KVLink] = []
     for i, ranks in enumerate(pre_instances):
-        link = KVLink(env, topo.link_bandwidth_gbs * 1e9, topo.link_latency_us * 1e-6,
-                      name=f"prefill{i}")
+        link = KVLink(env, plan.bytes_per_s, plan.latency_s, name=f"prefill{i}")
         links.extend(link for _ in ranks)
     front = DisaggregatedFrontend(env, pre, dec, pre_eng, links, kv_bytes, transfer,
                                   pre_sc.engine.page_size,

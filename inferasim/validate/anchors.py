@@ -16,6 +16,10 @@ build preferred (the replay states it as its version) and crossed, with the poin
 where no anchor of its build measured another shape. History rows record no image:
 ``date_as_build`` reads each run date as one build (InferenceX runs one image per date).
 
+``hold_out="layout"`` removes every anchor of the held-out anchor's regime (its layout and
+dtypes, colocated or disaggregated, on its part and engine): the rest prices it as a prior, as
+a deployment no anchor measured is priced (a disaggregated family's other pool layouts).
+
 ``hold_out="model"`` removes every anchor of the held-out anchor's model: what is left can
 price it only as a prior (``store.PRIOR_LEVELS``: other models on its part and engine), or
 not at all (the analytic model). Each point is scored and labelled with the
@@ -33,13 +37,16 @@ from typing import Any
 import attrs
 import numpy as np
 
+from inferasim.anchors import normalise as nz
+from inferasim.anchors.families import family_of
 from inferasim.anchors.record import DEFAULT_DRAFT_TOKENS, AnchorRecord
 from inferasim.anchors.regime import REGIME_AXES, Target, compare
 from inferasim.anchors.store import AnchorStore
 from inferasim.config.catalog import REPO_ROOT
 from inferasim.config.errors import ConfigError
 from inferasim.config.knobs import Knobs
-from inferasim.config.scenario import ENGINES, ParallelSpec, Scenario, SpeculativeSpec
+from inferasim.config.scenario import ParallelSpec, Scenario, SpeculativeSpec, TopologySpec
+from inferasim.config.typed import spec_to_dict
 
 TEMPLATE_DIR = REPO_ROOT / "scenarios" / "inferencemax"
 METRICS = ("tput_per_gpu", "tpot", "ttft")
@@ -59,7 +66,7 @@ TARGET_MIN_SCORED = 3
 #: (``shape``), or every long prompt (``isl``: the anchors at ISL >= ISL_HELD_FROM predicted
 #: from those at ISL <= ISL_FITTED_UPTO of the same regime, as a projection to a longer prompt
 #: than any measured is).
-HOLD_OUT = ("point", "shape", "isl", "model")
+HOLD_OUT = ("point", "shape", "isl", "model", "layout")
 ISL_HELD_FROM = 16384
 ISL_FITTED_UPTO = 8192
 
@@ -87,6 +94,9 @@ class Prediction:
     # The calibration the prediction got: "anchored", "prior: <level>" or "analytic".
     calibration: str = "anchored"
     model: str | None = None
+    # The InferenceMAX configuration family (anchors.families): part, framework, precision,
+    # speculative method, colocated or disaggregated.
+    family: str | None = None
 
     def error(self, metric: str) -> float | None:
         if metric in self.excluded:
@@ -215,15 +225,16 @@ def scenario_from_regime(record: AnchorRecord) -> Scenario:
     from inferasim.config.loader import resolve
 
     reg = record.regime
-    if reg.engine not in ENGINES:
+    if not nz.modelled(reg.engine):
         raise ConfigError(f"engine {reg.engine} is not modelled by inferasim")
     if reg.model is None or reg.gpu is None:
         raise ConfigError("the anchor does not record its model and GPU part")
+    orchestrator, engine = nz.worker_engine(reg.engine)
     data: dict[str, Any] = {
         "name": f"anchor {record.id}",
         "model": {"name": reg.model},
         "gpu": {"name": reg.gpu},
-        "engine": {"name": reg.engine},
+        "engine": {"name": engine},
         "parallel": {"tp": reg.tp or 1, "ep": reg.ep or 1, "dp_attention": reg.dp_attention or 1,
                      "dcp": reg.dcp or 1},
         "workload": {"format": "random"},
@@ -237,7 +248,25 @@ def scenario_from_regime(record: AnchorRecord) -> Scenario:
     if reg.spec_method not in (None, "none"):
         data["speculative"] = {"method": reg.spec_method,
                                "draft_tokens": reg.draft_tokens or DEFAULT_DRAFT_TOKENS}
+    if reg.disaggregated:
+        data["topology"] = spec_to_dict(deployment_topology(TopologySpec(), record))
+        data["topology"]["orchestrator"] = orchestrator
     return resolve(data, {}, f"<anchor {record.id}>", check_fit=False)
+
+
+def deployment_topology(base: TopologySpec, record: AnchorRecord) -> TopologySpec:
+    """``base`` with the pools a disaggregated anchor measured: its worker counts and its
+    prefill pool's layout (the decode pool's is the scenario's own ``parallel``)."""
+    reg = record.regime
+    if not (reg.prefill_workers and reg.decode_workers and reg.prefill_tp):
+        raise ConfigError(f"anchor {record.id} does not record its pools' worker counts and "
+                          "prefill layout (a disaggregated row with num_workers 0)")
+    prefill = {"tp": reg.prefill_tp, "ep": reg.prefill_ep or 1,
+               "dp_attention": reg.prefill_dp_attention or 1}
+    return attrs.evolve(
+        base, kind="disaggregated",
+        prefill=attrs.evolve(base.prefill, instances=reg.prefill_workers, parallel=prefill),
+        decode=attrs.evolve(base.decode, instances=reg.decode_workers, parallel={}))
 
 
 def anchor_workload(base: Scenario, record: AnchorRecord, *,
@@ -277,8 +306,11 @@ def anchor_workload(base: Scenario, record: AnchorRecord, *,
     if reg.spec_method not in (None, "none") and spec.method == "none":
         spec = SpeculativeSpec(method=reg.spec_method,
                                draft_tokens=reg.draft_tokens or DEFAULT_DRAFT_TOKENS)
+    topology = base.topology
+    if reg.disaggregated:
+        topology = deployment_topology(topology, record)
     return attrs.evolve(base, workload=wl, engine=engine, parallel=parallel, speculative=spec,
-                        name=f"loo {record.id}")
+                        topology=topology, name=f"loo {record.id}")
 
 
 def _with_measured_acceptance(target: Scenario, others: list[AnchorRecord]) -> Scenario:
@@ -357,6 +389,8 @@ def predict_closed_form(target: Scenario, others: list[AnchorRecord] | AnchorSto
     from inferasim.cost.calibrated import CalibratedOracle
     from inferasim.cost.oracle import StepBatch
 
+    if target.topology.kind == "disaggregated":
+        return predict_closed_form_disaggregated(target, others, knobs)
     oracle = CalibratedOracle(target, _as_store(others), knobs)
     wl, eng, spec = target.workload, target.engine, target.speculative
     n = max(1, min(wl.concurrency, eng.max_num_seqs * target.parallel.dp_attention))
@@ -380,6 +414,56 @@ def predict_closed_form(target: Scenario, others: list[AnchorRecord] | AnchorSto
     return pred, 0, oracle.calibration
 
 
+def predict_closed_form_disaggregated(target: Scenario, others: list[AnchorRecord] | AnchorStore,
+                                      knobs: Knobs) -> tuple[dict[str, float | None], int, dict]:
+    """The closed loop over prefill and decode pools in closed form. Each decode instance
+    holds its share of the clients (``concurrency / instances``, at most its running cap)
+    decoding at the mean context; the prefill pool is one station of its instances (a prompt's
+    service is its share of a full chunk's step, the instances serving side by side) that
+    the clients visit between decodes, solved as ``closed_loop_sojourn``; each prompt's KV then crosses the
+    link alone. TTFT = frontend latency + prefill sojourn (at least one chunk's step) + the
+    transfer; a round adds the decode."""
+    from inferasim.arch.interconnect import kv_link_plan
+    from inferasim.config.loader import pool_scenario, rank_scenario
+    from inferasim.cost.calibrated import CalibratedOracle
+    from inferasim.cost.oracle import StepBatch
+    from inferasim.cost.ttft_model import closed_loop_sojourn
+    from inferasim.serve.topology import full_kv_bytes_per_token
+
+    store = _as_store(others)
+    pre_sc = pool_scenario(target, "prefill", check_fit=False)
+    dec_sc = pool_scenario(target, "decode", check_fit=False)
+    pre, dec = CalibratedOracle(pre_sc, store, knobs), CalibratedOracle(dec_sc, store, knobs)
+    wl, spec, topo = target.workload, target.speculative, target.topology
+    conc = int(wl.concurrency)
+    cap = dec_sc.engine.max_num_seqs * dec_sc.parallel.dp_attention
+    per_decoder = max(1, min(cap, round(conc / topo.decode.instances)))
+    step = dec.step(StepBatch(decode_context=np.full(per_decoder, wl.isl + wl.osl / 2.0),
+                              width=spec.verify_width)).seconds
+    tpot = step / spec.tokens_per_step
+    # each attention-DP rank schedules its own chunk (its budget: rank_scenario's)
+    ranks = pre_sc.parallel.dp_attention
+    budget = int(rank_scenario(pre_sc).engine.max_num_batched_tokens)
+    k = min(max(1, budget // max(1, wl.isl)) * ranks, max(1, conc))
+    chunk_s = pre.step(StepBatch(prefill_tokens=np.full(k, float(wl.isl)),
+                                 prefill_resident=np.zeros(k), prefill_samples=k)).seconds
+    link = kv_link_plan(target)   # the link the replay's transfers cross
+    transfer = wl.isl * full_kv_bytes_per_token(pre_sc) / link.bytes_per_s + link.latency_s
+    frontend = pre.frontend_latency(conc)
+    decode_s = (wl.osl - 1) * tpot
+    # more clients than the decode instances run at once decode in waves
+    waves = max(1.0, conc / (cap * topo.decode.instances))
+    away = frontend + transfer + decode_s * waves
+    sojourn = max(chunk_s, closed_loop_sojourn(chunk_s / k, conc, away, topo.prefill.instances))
+    ttft = frontend + sojourn + transfer
+    rnd = ttft + decode_s * waves
+    pred = {"tput_per_gpu": conc * (wl.isl + wl.osl) / rnd / target.total_gpus,
+            "tpot": tpot, "ttft": ttft}
+    calibration = dict(pre.calibration)
+    calibration["decode_pool"] = dict(dec.calibration)
+    return pred, 0, calibration
+
+
 def validate_store(store: AnchorStore, *, knobs: Knobs | None = None,
                    templates: Path | None = TEMPLATE_DIR,
                    target_requests: int = TARGET_REQUESTS,
@@ -391,20 +475,22 @@ def validate_store(store: AnchorStore, *, knobs: Knobs | None = None,
     temps = _load_templates(templates)
     by_shape = hold_out in ("shape", "isl")
     by_model = hold_out == "model"
+    # a held-out anchor's whole regime (or its model's) removed: priced as a prior or not at all
+    by_prior = hold_out in ("model", "layout")
     records_in = dates_as_builds(store) if date_as_build else list(store)
     # leaving a model out, every other model's anchors: one store per model held out
-    without: dict[str | None, AnchorStore] = {}
+    without: dict[Any, AnchorStore] = {}
     results: list[GroupResult] = []
-    for _key, records in regime_groups(records_in, by_build=not (by_shape or by_model)).items():
-        label = group_label(records[0], with_build=not (by_shape or by_model))
+    for key, records in regime_groups(records_in, by_build=not (by_shape or by_prior)).items():
+        label = group_label(records[0], with_build=not (by_shape or by_prior))
         if by_model:
             label = f"{records[0].regime.model} {label}"
         usable = [r for r in records if _decodable(r)]
-        if records[0].regime.engine not in ENGINES:
+        if not nz.modelled(records[0].regime.engine):
             results.append(GroupResult(label, len(records), skipped=(
                 f"engine {records[0].regime.engine} is not modelled by inferasim")))
             continue
-        if len(usable) < (1 if by_model else 2):
+        if len(usable) < (1 if by_prior else 2):
             results.append(GroupResult(label, len(records), skipped=(
                 f"{len(usable)} anchor(s) with a closed-loop decode step; leave-one-out needs 2")))
             continue
@@ -437,6 +523,11 @@ def validate_store(store: AnchorStore, *, knobs: Knobs | None = None,
                     without[model] = AnchorStore(r for r in records_in
                                                  if r.regime.model != model)
                 others = without[model]
+            elif hold_out == "layout":
+                if key not in without:
+                    without[key] = AnchorStore(r for r in records_in
+                                               if regime_key(r)[:-1] != key)
+                others = without[key]
             elif hold_out == "isl":
                 if held.workload.isl < ISL_HELD_FROM:
                     continue
@@ -450,7 +541,7 @@ def validate_store(store: AnchorStore, *, knobs: Knobs | None = None,
             if by_shape and build:
                 # its own build preferred among the other shapes, crossed where it has none
                 target = attrs.evolve(target, engine=attrs.evolve(target.engine, version=build))
-            if not by_model:  # another model's acceptance is not this one's
+            if not by_prior:  # another regime's acceptance is not this one's
                 target = _with_measured_acceptance(target, others)
             started = time.perf_counter()
             method = "replay" if held.workload.concurrency <= max_replay_concurrency \
@@ -463,8 +554,10 @@ def validate_store(store: AnchorStore, *, knobs: Knobs | None = None,
             except ConfigError as exc:
                 notes.add(f"{held.id}: {exc}")
                 continue
+            # a disaggregated deployment's throughput and TPOT are its decode pool's
+            cal = cal.get("decode_pool", cal)
             mode = cal.get("mode")
-            if mode != "anchored" and not by_model:
+            if mode != "anchored" and not by_prior:
                 notes.add(f"{held.id}: not calibrated ({cal.get('fallback')})")
                 continue
             calibration = f"prior: {cal.get('prior_level')}" if mode == "prior" else mode
@@ -475,9 +568,10 @@ def validate_store(store: AnchorStore, *, knobs: Knobs | None = None,
                 concurrency=int(held.workload.concurrency), measured=measured_metrics(held),
                 predicted=pred, replay_requests=n, wall_s=time.perf_counter() - started,
                 method=method, excluded=_inconsistent(held),
-                bracketed=not by_model and _bracketed(held, others, used),
-                same_build=not by_model and _calibrated_by_own_build(held, others, used),
-                calibration=calibration, model=held.regime.model))
+                bracketed=not by_prior and _bracketed(held, others, used),
+                same_build=not by_prior and _calibrated_by_own_build(held, others, used),
+                calibration=calibration, model=held.regime.model,
+                family=family_of(held).label))
         results.append(GroupResult(label, len(records), predictions=tuple(preds),
                                    template=template_name, notes=tuple(sorted(notes))))
     return results
@@ -498,6 +592,21 @@ def targets_met(results: Iterable[GroupResult]) -> dict[str, Any]:
     return out
 
 
+def family_targets(preds: list[Prediction]) -> dict[str, Any]:
+    """Per metric, the families with at least TARGET_MIN_SCORED scored points that meet
+    TARGETS and those that miss (the issue's bar is per family, every regime of it pooled)."""
+    out: dict[str, Any] = {"min_scored": TARGET_MIN_SCORED}
+    by = stats_by(preds, "family")
+    for metric, limit in TARGETS.items():
+        met, missed = [], []
+        for family, stats in by.items():
+            st = stats[metric]
+            if st["n"] >= TARGET_MIN_SCORED and st["median_abs"] is not None:
+                (met if st["median_abs"] <= limit else missed).append(family)
+        out[metric] = {"met": met, "missed": missed}
+    return out
+
+
 METHODS = {
     "point": ("leave-one-out within each regime and build: each anchor's workload (random, its "
               "ISL/OSL/concurrency) replayed with the calibrated oracle built from the other "
@@ -508,6 +617,10 @@ METHODS = {
     "model": ("every anchor of a model held out: each anchor's workload replayed with the "
               "oracle the other models' anchors give it (a prior from its part and engine, "
               "else the analytic model), labelled with which"),
+    "layout": ("every anchor of a regime held out (its layout, dtypes and topology on its part "
+               "and engine): each anchor's workload replayed with the oracle the rest of the "
+               "store gives it (a prior from its part and engine's other regimes, else the "
+               "analytic model), labelled with which"),
     "isl": (f"long prompts held out within each regime: each anchor at ISL >= {ISL_HELD_FROM} "
             f"replayed with the calibrated oracle built from its regime's anchors at ISL <= "
             f"{ISL_FITTED_UPTO}, its own build preferred"),
@@ -533,7 +646,9 @@ def report_dict(results: list[GroupResult], hold_out: str = "point") -> dict[str
         "overall_cross_build": error_stats(p for p in all_preds if not p.same_build),
         "overall_by_calibration": stats_by(all_preds, "calibration"),
         "overall_by_model": stats_by(all_preds, "model"),
+        "overall_by_family": stats_by(all_preds, "family"),
         "targets": targets_met(results),
+        "family_targets": family_targets(all_preds),
         "groups": [{
             "group": g.key, "anchors": g.anchors, "skipped": g.skipped, "template": g.template,
             "stats": g.stats() if not g.skipped else None, "notes": list(g.notes),

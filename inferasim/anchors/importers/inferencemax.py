@@ -5,11 +5,12 @@ CSV (``benchmarks_flat.csv``, ``benchmarks_history_flat.csv``) or one post-proce
 result (a single mapping with ``hw``, ``tp``, ``ep`` ...). Latencies are seconds already;
 throughputs are per GPU.
 
-By default only single-node, colocated rows are kept: a disaggregated or multi-node row did not
-measure an engine instance that inferasim's colocated replay can be calibrated on. Engines
-keep their spelling (``trt``, ``dynamo-sglang``): they are refused for every engine inferasim
-models. The per-row regime states engine, GPU part, precision, TP, EP, attention-DP and the
-speculative method; kernel family, KV dtype and draft depth are not recorded (unknown), except
+By default only single-node, colocated rows are kept. ``include_disaggregated`` keeps the
+disaggregated and multi-node rows too, as ``topology: disaggregated`` records: the framework's
+spelling (``dynamo-trt``, ``mori-sglang``) as engine, the decode pool's layout as tp/ep/
+attention-DP, the prefill pool's in the ``prefill_*`` fields, both pools' worker counts, and
+the decode step read at each decode worker's share of the clients. The per-row regime states
+engine, GPU part, precision, TP, EP, attention-DP and the speculative method; kernel family, KV dtype and draft depth are not recorded (unknown), except
 that ATOM always runs AITER (stamped by ``regime.settle``).
 """
 
@@ -83,6 +84,28 @@ def is_colocated_single_node(row: Mapping[str, Any]) -> bool:
     return ptp is None or dtp is None or ptp == dtp
 
 
+def _pool_layout(row: Mapping[str, Any], role: str, notes: list[str]
+                 ) -> tuple[int | None, int | None, int | None, int | None]:
+    """(tp, ep, attention-DP, workers) of one pool of a disaggregated row. The row's GPUs per
+    worker (``num_<role>_gpu / <role>_num_workers``) are the worker's TP where its recorded
+    tp disagrees (the GB200 SGLang rows record tp 1 on 4- to 48-GPU workers; noted); EP is
+    kept where it divides that TP, else taken as it. Workers None: not recorded (0)."""
+    tp = integer(_get(row, f"{role}_tp"))
+    ep = integer(_get(row, f"{role}_ep"))
+    dpa_flag = _get(row, f"{role}_dp_attention")
+    workers = integer(_get(row, f"{role}_num_workers")) or None
+    gpus = integer(_get(row, f"num_{role}_gpu"))
+    if workers and gpus and gpus % workers == 0 and tp != gpus // workers:
+        notes.append(f"{role} tp {gpus // workers}: {gpus} GPUs over {workers} worker(s) "
+                     f"(the row records tp {tp})")
+        tp = gpus // workers
+    if tp and ep and tp % ep:
+        notes.append(f"{role} ep {tp}: the row's ep {ep} does not divide its tp {tp}")
+        ep = tp
+    dpa = (tp if truthy(dpa_flag) else 1) if dpa_flag is not None and tp else None
+    return tp, ep, dpa, workers
+
+
 def row_to_record(row: Mapping[str, Any], *, file: str) -> AnchorRecord:
     hardware = _text(_get(row, "hardware", "hw"))
     gpu = nz.normalise_gpu(hardware)
@@ -103,11 +126,29 @@ def row_to_record(row: Mapping[str, Any], *, file: str) -> AnchorRecord:
     date = iso_date(_get(row, "date", "ts"))
     gpus = integer(_get(row, "num_decode_gpu")) or tp
     model_raw = _text(_get(row, "model"))
+    notes: list[str] = []
+    pools: dict[str, Any] = {"topology": "colocated"}
+    decode_batch = None
+    if not is_colocated_single_node(row):
+        tp, ep, dpa, decode_workers = _pool_layout(row, "decode", notes)
+        ptp, pep, pdpa, prefill_workers = _pool_layout(row, "prefill", notes)
+        if prefill_workers and decode_workers:
+            gpus = (integer(_get(row, "num_prefill_gpu")) or 0) + \
+                (integer(_get(row, "num_decode_gpu")) or 0) or None
+        else:
+            # no worker counts (0): one set of GPUs, counted in both pools' columns
+            notes.append("no worker counts recorded (num_workers 0): the pools' layout is "
+                         "not known")
+        pools = {"topology": "disaggregated", "prefill_tp": ptp, "prefill_ep": pep,
+                 "prefill_dp_attention": pdpa, "prefill_workers": prefill_workers,
+                 "decode_workers": decode_workers}
+        if conc and decode_workers:
+            decode_batch = conc / decode_workers  # each decode worker's share of the clients
     regime = Regime(
         model=model_raw, engine=engine, gpu=gpu,
         weight_dtype=nz.weight_dtype_for_precision(precision, nz.gpu_vendor(gpu)),
         spec_method=spec, tp=tp, ep=ep, dp_attention=dpa, num_gpus=gpus,
-        scheduler_recv_interval=recipe_recv_interval(engine, gpu, conc),
+        scheduler_recv_interval=recipe_recv_interval(engine, gpu, conc), **pools,
     )
     m = Measurements(
         ttft_mean_s=num(_get(row, "mean_ttft")), ttft_median_s=num(_get(row, "median_ttft")),
@@ -123,16 +164,21 @@ def row_to_record(row: Mapping[str, Any], *, file: str) -> AnchorRecord:
         power_w_per_gpu=num(_get(row, "avg_power_w")),
     )
     prov = Provenance(source="inferencemax", file=Path(file).name, url=ORIGIN_URL,
-                      run_url=_text(_get(row, "run_url")), date=date, image=image, tool=TOOL)
+                      run_url=_text(_get(row, "run_url")), date=date, image=image, tool=TOOL,
+                      notes=tuple(notes))
+    layout = [f"tp{tp}", f"ep{ep}", "dpa" if (dpa or 1) > 1 else ""]
+    if regime.disaggregated:
+        pdpa = "dpa" if (regime.prefill_dp_attention or 1) > 1 else ""
+        layout = [f"p{regime.prefill_workers or 0}xtp{regime.prefill_tp}ep{regime.prefill_ep}"
+                  f"{pdpa}", f"d{regime.decode_workers or 0}x" + "".join(layout)]
     key = "-".join(p for p in (
         "imax", gpu or nz.model_name(hardware) or "gpu", engine or "engine",
         (precision or "dtype").lower(), spec if spec not in (None, "none") else "",
-        f"tp{tp}", f"ep{ep}", "dpa" if (dpa or 1) > 1 else "", f"{isl}-{osl}", f"c{conc}",
-        date or "") if p)
+        *layout, f"{isl}-{osl}", f"c{conc}", date or "") if p)
     return AnchorRecord(id=key, provenance=prov, regime=regime,
                         workload=Workload(isl=isl, osl=osl, concurrency=conc,
                                           num_requests=conc * 10 if conc else None,
-                                          dataset="random"),
+                                          dataset="random", decode_batch=decode_batch),
                         measurements=m)
 
 

@@ -1,0 +1,67 @@
+"""``inferasim anchors families``: every InferenceMAX configuration family in a results file and
+the scenario that expresses it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from inferasim.config.catalog import REPO_ROOT
+from inferasim.config.errors import ConfigError
+
+DEFAULT_TABLE = REPO_ROOT.parent / "shared" / "data" / "inferencemax" / "benchmarks_flat.csv"
+SCENARIO_DIR = REPO_ROOT / "scenarios" / "inferencemax"
+
+
+def _targets(folder: Path) -> dict:
+    from inferasim.anchors.regime import Target
+    from inferasim.config.loader import load_scenario
+
+    out = {}
+    for path in sorted(folder.glob("*.yaml")):
+        if not path.name.startswith("_"):
+            out[path.name] = Target.from_scenario(load_scenario(path, [], check_fit=False))
+    return out
+
+
+@click.command("families")
+@click.argument("table", type=click.Path(path_type=Path), required=False)
+@click.option("--scenarios", "folder", type=click.Path(path_type=Path), default=SCENARIO_DIR,
+              show_default="scenarios/inferencemax", help="Folder of scenarios to match.")
+@click.option("--write-missing", is_flag=True,
+              help="Write a scenario into the folder for each family none expresses.")
+def families_cmd(table: Path | None, folder: Path, write_missing: bool) -> None:
+    """List every configuration family (GPU x framework x precision x speculative method x
+    disaggregated) of an InferenceMAX results TABLE (default: the shared
+    benchmarks_flat.csv) and the scenario that expresses it. Exits 1 when a family has none."""
+    from inferasim.anchors.families import families, scenario_for
+    from inferasim.anchors.families import write_missing as write
+    from inferasim.anchors.importers.inferencemax import import_inferencemax
+
+    table = table or DEFAULT_TABLE
+    if not Path(folder).is_dir():
+        raise ConfigError("not a folder of scenarios", file=str(folder), key="--scenarios")
+    # as the table spells them (not settled: a row labelled mtp whose steps accepted nothing
+    # is still of the mtp family)
+    records = import_inferencemax(table, include_disaggregated=True)
+    found = families(records)
+    targets = _targets(folder)
+    missing = {f: rows for f, rows in found.items() if scenario_for(f, targets) is None}
+    if write_missing and missing:
+        written, problems = write(missing, Path(folder), table.name)
+        for path in written:
+            click.echo(f"wrote {path}")
+        for problem in problems:
+            click.echo(f"not written: {problem}", err=True)
+        targets = _targets(folder)
+        missing = {f: rows for f, rows in found.items() if scenario_for(f, targets) is None}
+    width = max(len(f.label) for f in found) if found else 10
+    click.echo(f"{'family':<{width}}  rows  scenario")
+    for family, rows in found.items():
+        name = scenario_for(family, targets) or "MISSING"
+        click.echo(f"{family.label:<{width}}  {len(rows):>4}  {name}")
+    click.echo(f"{len(found)} families, {len(found) - len(missing)} expressed, "
+               f"{len(missing)} missing")
+    if missing:
+        raise SystemExit(1)
