@@ -71,3 +71,30 @@ def test_ladder_by_override():
     path = FOLDER / "dsr1-mi300x-sglang-fp8-tp8.yaml"
     scenario = load_scenario(path, ["workload.concurrency=16", "workload.osl=1024"])
     assert (scenario.workload.concurrency, scenario.workload.osl) == (16, 1024)
+
+
+@pytest.mark.skipif(not TABLE.is_file(), reason=f"{TABLE} not present (../shared/data)")
+def test_families_cli_lists_every_family_and_writes_the_missing(tmp_path):
+    from click.testing import CliRunner
+
+    from inferasim.cli.main import cli
+
+    shipped = CliRunner().invoke(cli, ["anchors", "families"])
+    assert shipped.exit_code == 0, shipped.output
+    assert "0 missing" in shipped.output and "MISSING" not in shipped.output
+    # a folder with only the shared base: every family missing (exit 1), then written
+    (tmp_path / "_base.yaml").write_text((FOLDER / "_base.yaml").read_text())
+    bare = CliRunner().invoke(cli, ["anchors", "families", "--scenarios", str(tmp_path)])
+    assert bare.exit_code == 1 and "MISSING" in bare.output
+    wrote = CliRunner().invoke(cli, ["anchors", "families", "--scenarios", str(tmp_path),
+                                     "--write-missing"])
+    assert wrote.exit_code == 0, wrote.output
+    written = sorted(tmp_path.glob("dsr1-*.yaml"))
+    assert len(written) == 59
+    disagg = load_scenario(tmp_path / "dsr1-b200-dynamo-trt-nvfp4-mtp-disagg.yaml")
+    assert disagg.topology.kind == "disaggregated" and disagg.topology.orchestrator == "dynamo"
+    assert disagg.engine.name == "trt" and disagg.speculative.method == "mtp"
+    assert "benchmarks_flat.csv" in written[0].read_text()   # says where it came from
+    missing = CliRunner().invoke(cli, ["anchors", "families", "--scenarios",
+                                       str(tmp_path / "nowhere")])
+    assert missing.exit_code == 2 and "--scenarios" in missing.output

@@ -43,6 +43,37 @@ def test_prefix_affinity_keeps_sessions_on_their_cache():
     assert pa["prefix_hit_rate"] > rr["prefix_hit_rate"]
 
 
+def test_kv_aware_router_weighs_cached_blocks_against_load():
+    # Dynamo's KV router: cost = the prefill blocks a worker would compute (its queue's
+    # prompts and this one's uncached part) + its decode blocks; the cheapest wins.
+    from inferasim.serve.router import Router, kv_router_cost
+
+    result, _, _ = run("topology.instances=2", "topology.router=kv-aware")
+    a, b = result.engines
+    req = type("Req", (), {})()
+    req.spec = type("Spec", (), {"prompt_tokens": 4 * a.kv.bt})()
+    assert not a.running and not b.running  # drained: equal costs, the lower index
+    a.peek = b.peek = lambda r: 0            # nothing of this prompt cached
+    assert kv_router_cost(a, req) == kv_router_cost(b, req) == 8.0
+    router = Router([a, b], "kv-aware")
+    b.peek = lambda r: 4     # b holds the whole prompt: no prefill blocks there
+    assert kv_router_cost(b, req) == 4.0
+    assert router.choose(req) is b
+    # served, and spread: both instances took requests
+    again, frame, _ = run("topology.instances=2", "topology.router=kv-aware")
+    assert set(frame.instance) == {0, 1}
+
+
+def test_dynamo_orchestrator_routes_by_kv_and_native_by_load():
+    dyn = load_scenario(None, ["topology.kind=disaggregated", "topology.orchestrator=dynamo"])
+    assert dyn.topology.router_policy == "kv-aware"
+    native = load_scenario(None, ["topology.kind=disaggregated"])
+    assert native.topology.router_policy == "least-loaded"
+    chosen = load_scenario(None, ["topology.orchestrator=dynamo",
+                                  "topology.router=round-robin"])
+    assert chosen.topology.router_policy == "round-robin"
+
+
 def test_kv_transfer_time_is_bytes_over_bandwidth_plus_latency():
     sc = load_scenario(None, ["model.name=deepseek-r1", "gpu.name=mi355x", "parallel.tp=8",
                               "engine.kv_dtype=fp8", "topology.kind=disaggregated",

@@ -29,14 +29,14 @@ def kv_router_cost(target, req: LiveRequest) -> float:
     "Cost Calculation", read with the search tool [3P]): the prefill blocks it would have
     (the prompts it is yet to compute plus this one's uncached part) times the overlap
     weight (1.0 by default), plus its decode blocks (the KV its running requests hold, and
-    this prompt's). Blocks of the target's own size."""
+    this prompt's; not its cache's idle blocks). Blocks of the target's own size."""
     bt = target.kv.bt
     cached = target.peek(req) * bt
     pending = sum(max(0, r.spec.prompt_tokens - r.computed) for r in target.prefilling) \
         + sum(r.spec.prompt_tokens for r in target.waiting) \
         + sum(r.spec.prompt_tokens for r in target.inbox)
     prefill = (pending + max(0, req.spec.prompt_tokens - cached)) / bt
-    decode = (target.kv.pool.used + req.spec.prompt_tokens) / bt
+    decode = (sum(r.computed for r in target.running) + req.spec.prompt_tokens) / bt
     return KV_OVERLAP_WEIGHT * prefill + decode
 
 
