@@ -439,6 +439,10 @@ class Scenario:
     def rank_router(self) -> str:
         """The attention-DP rank routing policy in force: the scenario's, else the engine's."""
         chosen = self.topology.rank_router
+        if chosen == "engine" and self.topology.orchestrator == "dynamo":
+            # Dynamo's KV router picks the attention-DP rank itself and pins it (strict
+            # routing: Dynamo docs, "DP Rank Routing" [3P])
+            return "kv-aware"
         return self.engine.dp_rank_router if chosen == "engine" else chosen
 
     @property

@@ -139,16 +139,14 @@ def parse_split(text: str) -> tuple[int, int]:
     return int(p), int(d[:-1])
 
 
-def _layouts(base: Scenario, tp: int, engine: str) -> list[tuple[int, int]]:
+def _layouts(base: Scenario, tp: int) -> list[tuple[int, int]]:
     """(ep, dp_attention) pairs for one TP degree: dense models shard only by TP; a MoE model
     also runs its experts across the TP ranks (EP = TP), and with that attention data-parallel
-    on every rank (wide EP with DP attention, as SGLang, vLLM and ATOM launch it)."""
+    on every rank (wide EP with DP attention, as SGLang, vLLM, ATOM and TensorRT-LLM's
+    enable_attention_dp launch it: a KV cache and a scheduler per rank)."""
     if tp == 1 or not base.model.ffn.is_moe:
         return [(1, 1)]
-    pairs = [(1, 1), (tp, 1)]
-    if engine != "trt":  # TensorRT-LLM's attention DP is not modelled here
-        pairs.append((tp, tp))
-    return pairs
+    return [(1, 1), (tp, 1), (tp, tp)]
 
 
 def default_axes(base: Scenario, gpus: int) -> dict[str, list[str]]:
@@ -210,7 +208,7 @@ def deployments(base: Scenario, gpus: int, narrow: Sequence[tuple[str, list[str]
         slots = gpus // tp
         if slots < 1:
             continue
-        layouts = _layouts(base, tp, engine)
+        layouts = _layouts(base, tp)
         if eps is not None or dps is not None:
             # named layouts are searched as given, whichever the defaults would pick
             layouts = [(e, d) for e in (sorted(eps) if eps else {p[0] for p in layouts})
