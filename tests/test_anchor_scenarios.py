@@ -82,6 +82,10 @@ def test_families_cli_lists_every_family_and_writes_the_missing(tmp_path):
     shipped = CliRunner().invoke(cli, ["anchors", "families"])
     assert shipped.exit_code == 0, shipped.output
     assert "0 missing" in shipped.output and "MISSING" not in shipped.output
+    # what cannot be priced is said, with the reason (part 6): rows without pools, wide EP
+    # past the experts, weights that do not fit at the engine's memory rule
+    assert "not priced as measured" in shipped.output
+    assert "num_workers 0" in shipped.output and "ep=48 must divide" in shipped.output
     # a folder with only the shared base: every family missing (exit 1), then written
     (tmp_path / "_base.yaml").write_text((FOLDER / "_base.yaml").read_text())
     bare = CliRunner().invoke(cli, ["anchors", "families", "--scenarios", str(tmp_path)])

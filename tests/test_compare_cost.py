@@ -110,3 +110,23 @@ def test_offload_against_more_gpus_side_by_side():
         assert a > 0 and b > 0, label
     assert _row(table, "GPUs")[:2] == ["8", "16"]
     assert "A price: mi355x at 2.50 USD per GPU-hour (--price)" in table
+
+
+def test_a_dynamo_family_against_colocated_trt_reports_each_pool():
+    dynamo = "scenarios/inferencemax/dsr1-b200-dynamo-trt-fp8-disagg.yaml"
+    trt = "scenarios/inferencemax/dsr1-b200-trt-fp8-tp8.yaml"
+    out = invoke("compare", dynamo, trt, "--set", "workload.concurrency=16",
+                 "--set", "workload.duration_s=60", "--json")
+    assert out.exit_code == 0, out.output
+    pools = json.loads(out.output)["pools"]
+    a = {p["pool"]: p for p in pools["a"]}
+    assert set(a) == {"prefill", "decode"} and [p["pool"] for p in pools["b"]] == ["colocated"]
+    sc = load_scenario(dynamo)
+    assert a["prefill"]["instances"] == sc.topology.prefill.instances
+    assert a["decode"]["gpus"] == sc.topology.decode.instances * sc.parallel.tp
+    assert a["prefill"]["gpus"] + a["decode"]["gpus"] == sc.total_gpus
+    assert all(0 <= p["busy"] <= 1 and p["calibration"] == "anchored"
+               for p in pools["a"] + pools["b"])
+    text = invoke("compare", dynamo, trt, "--set", "workload.concurrency=16",
+                  "--set", "workload.duration_s=60")
+    assert "A prefill pool:" in text.output and "B colocated pool:" in text.output

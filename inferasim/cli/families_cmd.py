@@ -38,6 +38,7 @@ def families_cmd(table: Path | None, folder: Path, write_missing: bool) -> None:
     from inferasim.anchors.families import families, scenario_for
     from inferasim.anchors.families import write_missing as write
     from inferasim.anchors.importers.inferencemax import import_inferencemax
+    from inferasim.validate.anchors import replay_problem
 
     table = table or DEFAULT_TABLE
     if not Path(folder).is_dir():
@@ -57,11 +58,21 @@ def families_cmd(table: Path | None, folder: Path, write_missing: bool) -> None:
         targets = _targets(folder)
         missing = {f: rows for f, rows in found.items() if scenario_for(f, targets) is None}
     width = max(len(f.label) for f in found) if found else 10
-    click.echo(f"{'family':<{width}}  rows  scenario")
+    click.echo(f"{'family':<{width}}  rows  priced  scenario")
+    unpriced: dict[str, int] = {}
     for family, rows in found.items():
         name = scenario_for(family, targets) or "MISSING"
-        click.echo(f"{family.label:<{width}}  {len(rows):>4}  {name}")
+        problems = [why for r in rows if (why := replay_problem(r)) is not None]
+        for why in problems:
+            unpriced[f"{family.label}: {why}"] = unpriced.get(f"{family.label}: {why}", 0) + 1
+        click.echo(f"{family.label:<{width}}  {len(rows):>4}  {len(rows) - len(problems):>6}"
+                   f"  {name}")
     click.echo(f"{len(found)} families, {len(found) - len(missing)} expressed, "
                f"{len(missing)} missing")
+    if unpriced:
+        # rows of an expressed family that inferasim cannot replay as they ran, and why
+        click.echo(f"{sum(unpriced.values())} row(s) not priced as measured:")
+        for why, count in sorted(unpriced.items()):
+            click.echo(f"  {count} x {why}")
     if missing:
         raise SystemExit(1)

@@ -254,13 +254,33 @@ def scenario_from_regime(record: AnchorRecord) -> Scenario:
     return resolve(data, {}, f"<anchor {record.id}>", check_fit=False)
 
 
+def replay_problem(record: AnchorRecord) -> str | None:
+    """Why inferasim cannot replay the deployment an anchor measured (its engine, its pools'
+    layout, its weights' fit at the engine's memory rule), or None."""
+    from inferasim.arch.layout import fit_problem
+    from inferasim.config.loader import pool_scenario
+
+    try:
+        sc = anchor_workload(scenario_from_regime(record), record)
+        if sc.topology.kind == "disaggregated":
+            for role in ("prefill", "decode"):
+                pool_scenario(sc, role, check_fit=True)
+        else:
+            problem = fit_problem(sc)
+            if problem:
+                return problem
+    except ConfigError as exc:
+        return exc.message
+    return None
+
+
 def deployment_topology(base: TopologySpec, record: AnchorRecord) -> TopologySpec:
     """``base`` with the pools a disaggregated anchor measured: its worker counts and its
     prefill pool's layout (the decode pool's is the scenario's own ``parallel``)."""
     reg = record.regime
     if not (reg.prefill_workers and reg.decode_workers and reg.prefill_tp):
-        raise ConfigError(f"anchor {record.id} does not record its pools' worker counts and "
-                          "prefill layout (a disaggregated row with num_workers 0)")
+        raise ConfigError("the anchor does not record its pools' worker counts and prefill "
+                          "layout (a disaggregated row with num_workers 0)")
     prefill = {"tp": reg.prefill_tp, "ep": reg.prefill_ep or 1,
                "dp_attention": reg.prefill_dp_attention or 1}
     return attrs.evolve(
