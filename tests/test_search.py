@@ -200,3 +200,7 @@ def test_search_picks_against_inferencemax_measurement():
     assert info["picks"] == 33 and info["no_pick"] == 0
     assert info["within_tolerance"] >= 21
     assert info["median_ratio"] == pytest.approx(1.0, abs=0.02)
+    # with the disaggregated deployments as candidates (GB200, GB300 and H100 join): 34 of 51
+    every = report(picks(points(load_records(IMAX, include_disaggregated=True))))
+    assert every["picks"] == 51 and every["no_pick"] == 0
+    assert every["within_tolerance"] >= 31

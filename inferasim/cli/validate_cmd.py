@@ -146,11 +146,15 @@ def _cliff_text(c) -> str:
 @click.option("--levels", "how", type=click.Choice(["range", "points"]), default="range",
               show_default=True,
               help="SLA floors along the measured frontier's span, or at its points' percentiles.")
-def search_picks(csv_path, as_json, markdown, how):
+@click.option("--include-disagg", is_flag=True,
+              help="Candidates include the disaggregated deployments (Dynamo, mori-sglang) "
+                   "measured on each GPU, beside the colocated ones.")
+def search_picks(csv_path, as_json, markdown, how, include_disagg):
     """Would the search pick what InferenceMAX measured best? CSV: benchmarks_flat.csv."""
     from inferasim.validate.search import load_records, picks, points, report
 
-    found = picks(points(load_records(csv_path), Knobs.from_env()), how)
+    records = load_records(csv_path, include_disaggregated=include_disagg)
+    found = picks(points(records, Knobs.from_env()), how)
     info = report(found)
     if as_json:
         click.echo(strict_json.dumps(info, indent=2))

@@ -1,7 +1,8 @@
 """Does the search pick what measurement would? Checked on InferenceMAX's own table.
 
 For each GPU and ISL/OSL of an InferenceMAX results file, the candidates are the colocated
-single-node configurations it measured, at the concurrencies it measured. Each candidate is
+single-node configurations it measured (with ``include_disaggregated``, its disaggregated
+deployments too), at the concurrencies it measured. Each candidate is
 predicted with its own row held out (``anchors validate``'s leave-one-out: the replay, or its
 closed form past 256 clients, calibrated on the other rows of its regime), so no pick reads
 the measurement it is judged by. Three SLAs are set at interactivity levels on the measured
@@ -140,7 +141,7 @@ def report(found: Sequence[Pick]) -> dict[str, Any]:
     }
 
 
-def load_records(path: str | Path):
+def load_records(path: str | Path, *, include_disaggregated: bool = False):
     from inferasim.anchors.importers.inferencemax import import_inferencemax
 
-    return import_inferencemax(path)
+    return import_inferencemax(path, include_disaggregated=include_disaggregated)
