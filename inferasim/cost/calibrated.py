@@ -71,9 +71,10 @@ from inferasim.config.errors import ConfigError
 from inferasim.config.knobs import Knobs
 from inferasim.config.loader import catalog_model, rank_scenario
 from inferasim.config.scenario import ParallelSpec, Scenario
+from inferasim.cost.calibration_report import calibration_report
 from inferasim.cost.oracle import AnalyticOracle, StepBatch, StepCost
 from inferasim.cost.prior import PooledPrior, reading
-from inferasim.cost.ratio_table import extrapolation, pooled_trend, ratio_at, trend_held
+from inferasim.cost.ratio_table import pooled_trend, ratio_at, trend_held
 from inferasim.cost.ttft_model import (
     PREFILL_SLOPE_LIMITS,
     TtftRow,
@@ -860,112 +861,7 @@ class CalibratedOracle:
 
     # -- report ---------------------------------------------------------------------------
     def _report(self) -> dict[str, Any]:
-        res = self.result
-        refused = res.refused_by_axis() if res is not None else {}
-        crossed = bool(res.crossed_build) if res is not None else False
-        notes = list(res.notes) if res is not None else []
-        notes += self._notes
-        if not self.calibrated:
-            if res is None:
-                reason = ("sim.anchors is none" if self.scenario.sim.anchors.strip().lower()
-                          == "none" else "no anchor store") + ": the oracle is the analytic model"
-            elif not res.usable:
-                reason = "no usable anchor: the oracle falls back to the analytic model"
-                if refused:
-                    top = ", ".join(f"{a} {n}" for a, n in list(refused.items())[:4])
-                    reason += f" ({len(res.refused)} refused; by axis: {top})"
-            else:
-                reason = ("no usable anchor records a closed-loop decode step: the oracle falls "
-                          "back to the analytic model")
-            # the store's shorter form of the same reason gives way to this one
-            notes = [n for n in notes if not reason.startswith(n)]
-            notes.insert(0, reason)
-            return {"mode": "analytic", "note": reason, "anchors_used": [],
-                    "refused": refused, "crossed_build": crossed, "notes": notes,
-                    "fallback": reason, "prefill": "analytic", "decode_ratio": {}}
-        if self.prior is not None:
-            return self._prior_report(refused, crossed, notes)
-        logb, ratios, log_ctx = self._table(self.width)
-        table = {int(round(math.exp(b))): round(float(r), 4) for b, r in zip(logb, ratios, strict=True)}
-        prefill = "calibrated" if self._prefill_calibrated else "analytic"
-        if prefill == "analytic" and not any("prefill" in n for n in notes):
-            notes.append("prefill and TTFT stay analytic: no prefill curve was fitted")
-        used = [p.id for p in self.points]
-        lo, hi = min(table), max(table)
-        ends = extrapolation(log_ctx, self._prior_slope, self._one_sided, self._prior_source)
-        carried = ""
-        if self._frontend_modelled and not self._prefill_calibrated:
-            isls = ", ".join(str(int(r.isl)) for r in self.prefill_points)
-            carried = f" (frontend latency carried from the TTFTs at ISL {isls})"
-            notes.append(f"the TTFT beyond the analytic prefill at ISL {isls} is time outside "
-                         "the engine, per request, and is carried to the target's ISL")
-        if self.prefill_step_overhead_s:
-            carried += (f"; each prefill step +{self.prefill_step_overhead_s * 1e3:.0f} ms "
-                        "(read from the decode stalls)")
-        if self._mixed_readings:
-            carried += (f" (slope {self.prefill_slope:.3g} from {len(self._mixed_readings)} "
-                        "mixed step(s) of saturated rungs)")
-        polled = sorted({int(r.regime.scheduler_recv_interval) for r in self._usable
-                         if (r.regime.scheduler_recv_interval or 1) > 1})
-        if self._frontend_modelled and polled:
-            notes.append("the anchors' TTFT includes the wait for SGLang's next read of new "
-                         f"requests (receive interval {', '.join(map(str, polled))}: half "
-                         "that many decode steps), read as engine time, not frontend latency")
-        note = (f"{len(used)} anchor(s), decode ratio {min(table.values()):.3g}-"
-                f"{max(table.values()):.3g} over concurrency {lo}-{hi} ({ends}); "
-                f"prefill {prefill}{carried}" + ("; build crossed" if crossed else ""))
-        origins = sorted({self._store.origin(i) for i in used}) if self._store is not None else []
-        out = {"mode": "anchored", "note": note, "anchors_used": used, "anchor_files": origins,
-               "refused": refused,
-               "crossed_build": crossed, "notes": notes, "fallback": None, "prefill": prefill,
-               "decode_ratio": table}
-        if self._mixed_readings:
-            out["prefill_slope"] = round(self.prefill_slope, 4)
-            out["prefill_mixed_steps"] = {i: round(r, 4) for i, r in self._mixed_readings}
-        if self._frontend_modelled:
-            out["prefill_slope"] = round(self.prefill_slope, 4)
-            if self._stall_points:
-                out["prefill_step_overhead_ms"] = round(self.prefill_step_overhead_s * 1e3, 2)
-                out["prefill_stalls"] = [
-                    {"isl": int(isl), "stall_per_prefill_ms": round(st * 1e3, 2),
-                     "analytic_prefill_ms": round(pf * 1e3, 2)}
-                    for isl, st, pf in self._stall_points]
-            out["frontend_latency_ms"] = round(self.frontend_latency_s * 1e3, 2)
-            if self._latency_table is not None:
-                logc, lat = self._latency_table
-                out["frontend_latency_ms_by_concurrency"] = {
-                    int(round(math.exp(c))): round(v * 1e3, 2)
-                    for c, v in zip(logc, lat, strict=True)}
-            out["prefill_fit"] = [
-                {"isl": int(r.isl), "concurrency": r.clients, "ttft_ms": round(r.ttft * 1e3, 2),
-                 "analytic_prefill_ms": round(r.prefill * 1e3, 2),
-                 "queue_ms": round(r.queue(self.prefill_slope, self.frontend_latency_s,
-                                           self.prefill_step_overhead_s) * 1e3, 2),
-                 "wait_ms": round(r.wait * 1e3, 2)}
-                for r in self.prefill_points]
-        return out
-
-    def _prior_report(self, refused: dict, crossed: bool, notes: list[str]) -> dict[str, Any]:
-        """The calibration of a prior: its level, the regimes it pooled, the refusals."""
-        prior = self.prior
-        used = [r.id for r in self._usable]
-        models = sorted({r.model for r in prior.readings})
-        lo, hi = prior.batches
-        prefill = "calibrated" if self._prefill_calibrated else "analytic"
-        note = (f"from the same {prior.level}: {len(prior.readings)} regime(s) of "
-                f"{', '.join(models)} ({len(used)} anchors), decode ratio {prior.ratio:.3g} "
-                f"(the median of their levels, flat in the batch); prefill {prefill}")
-        if self.prefill_step_overhead_s:
-            note += (f"; each prefill step +{self.prefill_step_overhead_s * 1e3:.0f} ms")
-        origins = sorted({self._store.origin(i) for i in used}) if self._store is not None else []
-        out = {"mode": "prior", "note": note, "anchors_used": used, "anchor_files": origins,
-               "refused": refused, "crossed_build": crossed, "notes": notes, "fallback": None,
-               "prefill": prefill, "decode_ratio": {lo: round(prior.ratio, 4),
-                                                    hi: round(prior.ratio, 4)},
-               "prior_level": prior.level, "prior_models": models, "prior": prior.to_dict()}
-        if self._prefill_calibrated:
-            out["prefill_slope"] = round(self.prefill_slope, 4)
-        return out
+        return calibration_report(self)
 
 
 # Every shipped speculative (MTP) sweep's measured/analytic ratio grows with the batch, none

@@ -1,0 +1,121 @@
+"""The calibration report of a ``CalibratedOracle`` (``oracle.calibration``): how its steps
+are priced, in the words ``run``, ``anchors check`` and the validations print, and the figures
+behind them. Read-only: it reads the fitted oracle, it fits nothing."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from inferasim.cost.ratio_table import extrapolation
+
+
+def calibration_report(oracle) -> dict[str, Any]:
+    """What priced a ``CalibratedOracle``'s steps: its mode (analytic, anchored, prior), the
+    anchors it used and refused, the ratios and the prefill fit, and the notes a run prints."""
+    res = oracle.result
+    refused = res.refused_by_axis() if res is not None else {}
+    crossed = bool(res.crossed_build) if res is not None else False
+    notes = list(res.notes) if res is not None else []
+    notes += oracle._notes
+    if not oracle.calibrated:
+        if res is None:
+            reason = ("sim.anchors is none" if oracle.scenario.sim.anchors.strip().lower()
+                      == "none" else "no anchor store") + ": the oracle is the analytic model"
+        elif not res.usable:
+            reason = "no usable anchor: the oracle falls back to the analytic model"
+            if refused:
+                top = ", ".join(f"{a} {n}" for a, n in list(refused.items())[:4])
+                reason += f" ({len(res.refused)} refused; by axis: {top})"
+        else:
+            reason = ("no usable anchor records a closed-loop decode step: the oracle falls "
+                      "back to the analytic model")
+        # the store's shorter form of the same reason gives way to this one
+        notes = [n for n in notes if not reason.startswith(n)]
+        notes.insert(0, reason)
+        return {"mode": "analytic", "note": reason, "anchors_used": [],
+                "refused": refused, "crossed_build": crossed, "notes": notes,
+                "fallback": reason, "prefill": "analytic", "decode_ratio": {}}
+    if oracle.prior is not None:
+        return _prior_report(oracle, refused, crossed, notes)
+    logb, ratios, log_ctx = oracle._table(oracle.width)
+    table = {int(round(math.exp(b))): round(float(r), 4) for b, r in zip(logb, ratios, strict=True)}
+    prefill = "calibrated" if oracle._prefill_calibrated else "analytic"
+    if prefill == "analytic" and not any("prefill" in n for n in notes):
+        notes.append("prefill and TTFT stay analytic: no prefill curve was fitted")
+    used = [p.id for p in oracle.points]
+    lo, hi = min(table), max(table)
+    ends = extrapolation(log_ctx, oracle._prior_slope, oracle._one_sided, oracle._prior_source)
+    carried = ""
+    if oracle._frontend_modelled and not oracle._prefill_calibrated:
+        isls = ", ".join(str(int(r.isl)) for r in oracle.prefill_points)
+        carried = f" (frontend latency carried from the TTFTs at ISL {isls})"
+        notes.append(f"the TTFT beyond the analytic prefill at ISL {isls} is time outside "
+                     "the engine, per request, and is carried to the target's ISL")
+    if oracle.prefill_step_overhead_s:
+        carried += (f"; each prefill step +{oracle.prefill_step_overhead_s * 1e3:.0f} ms "
+                    "(read from the decode stalls)")
+    if oracle._mixed_readings:
+        carried += (f" (slope {oracle.prefill_slope:.3g} from {len(oracle._mixed_readings)} "
+                    "mixed step(s) of saturated rungs)")
+    polled = sorted({int(r.regime.scheduler_recv_interval) for r in oracle._usable
+                     if (r.regime.scheduler_recv_interval or 1) > 1})
+    if oracle._frontend_modelled and polled:
+        notes.append("the anchors' TTFT includes the wait for SGLang's next read of new "
+                     f"requests (receive interval {', '.join(map(str, polled))}: half "
+                     "that many decode steps), read as engine time, not frontend latency")
+    note = (f"{len(used)} anchor(s), decode ratio {min(table.values()):.3g}-"
+            f"{max(table.values()):.3g} over concurrency {lo}-{hi} ({ends}); "
+            f"prefill {prefill}{carried}" + ("; build crossed" if crossed else ""))
+    origins = sorted({oracle._store.origin(i) for i in used}) if oracle._store is not None else []
+    out = {"mode": "anchored", "note": note, "anchors_used": used, "anchor_files": origins,
+           "refused": refused,
+           "crossed_build": crossed, "notes": notes, "fallback": None, "prefill": prefill,
+           "decode_ratio": table}
+    if oracle._mixed_readings:
+        out["prefill_slope"] = round(oracle.prefill_slope, 4)
+        out["prefill_mixed_steps"] = {i: round(r, 4) for i, r in oracle._mixed_readings}
+    if oracle._frontend_modelled:
+        out["prefill_slope"] = round(oracle.prefill_slope, 4)
+        if oracle._stall_points:
+            out["prefill_step_overhead_ms"] = round(oracle.prefill_step_overhead_s * 1e3, 2)
+            out["prefill_stalls"] = [
+                {"isl": int(isl), "stall_per_prefill_ms": round(st * 1e3, 2),
+                 "analytic_prefill_ms": round(pf * 1e3, 2)}
+                for isl, st, pf in oracle._stall_points]
+        out["frontend_latency_ms"] = round(oracle.frontend_latency_s * 1e3, 2)
+        if oracle._latency_table is not None:
+            logc, lat = oracle._latency_table
+            out["frontend_latency_ms_by_concurrency"] = {
+                int(round(math.exp(c))): round(v * 1e3, 2)
+                for c, v in zip(logc, lat, strict=True)}
+        out["prefill_fit"] = [
+            {"isl": int(r.isl), "concurrency": r.clients, "ttft_ms": round(r.ttft * 1e3, 2),
+             "analytic_prefill_ms": round(r.prefill * 1e3, 2),
+             "queue_ms": round(r.queue(oracle.prefill_slope, oracle.frontend_latency_s,
+                                       oracle.prefill_step_overhead_s) * 1e3, 2),
+             "wait_ms": round(r.wait * 1e3, 2)}
+            for r in oracle.prefill_points]
+    return out
+
+def _prior_report(oracle, refused: dict, crossed: bool, notes: list[str]) -> dict[str, Any]:
+    """The calibration of a prior: its level, the regimes it pooled, the refusals."""
+    prior = oracle.prior
+    used = [r.id for r in oracle._usable]
+    models = sorted({r.model for r in prior.readings})
+    lo, hi = prior.batches
+    prefill = "calibrated" if oracle._prefill_calibrated else "analytic"
+    note = (f"from the same {prior.level}: {len(prior.readings)} regime(s) of "
+            f"{', '.join(models)} ({len(used)} anchors), decode ratio {prior.ratio:.3g} "
+            f"(the median of their levels, flat in the batch); prefill {prefill}")
+    if oracle.prefill_step_overhead_s:
+        note += (f"; each prefill step +{oracle.prefill_step_overhead_s * 1e3:.0f} ms")
+    origins = sorted({oracle._store.origin(i) for i in used}) if oracle._store is not None else []
+    out = {"mode": "prior", "note": note, "anchors_used": used, "anchor_files": origins,
+           "refused": refused, "crossed_build": crossed, "notes": notes, "fallback": None,
+           "prefill": prefill, "decode_ratio": {lo: round(prior.ratio, 4),
+                                                hi: round(prior.ratio, 4)},
+           "prior_level": prior.level, "prior_models": models, "prior": prior.to_dict()}
+    if oracle._prefill_calibrated:
+        out["prefill_slope"] = round(oracle.prefill_slope, 4)
+    return out
