@@ -61,6 +61,11 @@ def test_default_space_of_deepseek_r1_on_16_gpus():
     assert engines == {"vllm", "sglang", "trt"}           # NVIDIA part: no ATOM
     kinds = {c.scenario.topology.kind for c in space.candidates}
     assert kinds == {"colocated", "disaggregated"}
+    # an NVIDIA part's disaggregated pools run natively or under Dynamo; colocated, natively
+    runs = {(c.scenario.topology.kind, c.scenario.topology.orchestrator)
+            for c in space.candidates}
+    assert runs == {("colocated", "native"), ("disaggregated", "native"),
+                    ("disaggregated", "dynamo")}
     assert {c.scenario.speculative.method for c in space.candidates} == {"none", "mtp"}
     # TP1/TP2 cannot hold R1's weights on a B200: refused with the loader's reason
     assert any("weights need" in reason for _, reason in space.refused)
@@ -76,8 +81,11 @@ def test_space_on_an_amd_part_and_narrowed():
     assert {c.scenario.engine.name for c in space.candidates} == {"atom", "sglang"}
     assert {c.concurrency for c in space.candidates} == {16}
     assert {c.scenario.parallel.tp for c in space.candidates} == {8}
+    assert {c.scenario.topology.orchestrator for c in space.candidates} == {"native"}  # AMD
     with pytest.raises(ConfigError, match="budget"):
         build_space(resolver, 0, [])
+    with pytest.raises(ConfigError, match="native or dynamo"):
+        build_space(resolver, 8, parse_space(["topology.orchestrator=ray"]))
 
 
 def _proj(tput, intvty):

@@ -42,7 +42,11 @@ MTP_ACCEPTANCE_PRIOR = 0.85
 
 # --space keys the search itself reads; any other scenario key is a further grid axis.
 SPACE_KEYS = ("engine.name", "parallel.tp", "parallel.ep", "parallel.dp_attention",
-              "topology.kind", "topology.split", "speculative.method", "workload.concurrency")
+              "topology.kind", "topology.split", "topology.orchestrator", "speculative.method",
+              "workload.concurrency")
+#: Who may run a part's disaggregated pools: the engine natively, and on NVIDIA parts Dynamo
+#: (InferenceMAX's disaggregated NVIDIA rows all ran under it).
+VENDOR_ORCHESTRATORS = {"nvidia": ("native", "dynamo"), "amd": ("native",)}
 
 
 @attrs.frozen
@@ -157,7 +161,8 @@ def default_axes(base: Scenario, gpus: int) -> dict[str, list[str]]:
     tps = [t for t in TP_DEGREES if t <= min(domain, gpus)]
     spec = ["none", "mtp"] if base.model.mtp_layers > 0 else ["none"]
     return {"engine.name": engines, "parallel.tp": [str(t) for t in tps],
-            "topology.kind": ["colocated", "disaggregated"], "speculative.method": spec}
+            "topology.kind": ["colocated", "disaggregated"], "speculative.method": spec,
+            "topology.orchestrator": list(VENDOR_ORCHESTRATORS.get(vendor, ("native",)))}
 
 
 def _splits(instances: int) -> list[tuple[int, int]]:
@@ -190,10 +195,17 @@ def deployments(base: Scenario, gpus: int, narrow: Sequence[tuple[str, list[str]
         elif key == "topology.split":
             for v in values:
                 parse_split(v)
-    for key in ("engine.name", "parallel.tp", "topology.kind", "speculative.method"):
+        elif key == "topology.orchestrator":
+            bad = [v for v in values if v not in ("native", "dynamo")]
+            if bad:
+                raise ConfigError(f"expected native or dynamo, got {bad[0]!r}",
+                                  key="--space topology.orchestrator")
+    for key in ("engine.name", "parallel.tp", "topology.kind", "speculative.method",
+                "topology.orchestrator"):
         if key in given:
             axes[key] = given[key]
-    if "topology.split" in given and "topology.kind" not in given:
+    if ("topology.split" in given or "dynamo" in given.get("topology.orchestrator", ())) \
+            and "topology.kind" not in given:
         axes["topology.kind"] = ["disaggregated"]
     eps = set(_ints("parallel.ep", given["parallel.ep"])) if "parallel.ep" in given else None
     dps = set(_ints("parallel.dp_attention", given["parallel.dp_attention"])) \
@@ -221,12 +233,14 @@ def deployments(base: Scenario, gpus: int, narrow: Sequence[tuple[str, list[str]
                 topo = [("topology.kind", "colocated"), ("topology.instances", str(slots))]
                 out.append(Deployment(tuple(layout + topo + spec), kind, slots))
                 continue
-            for p, d in splits or _splits(slots):
+            for (p, d), orchestrator in itertools.product(splits or _splits(slots),
+                                                          axes["topology.orchestrator"]):
                 if p + d > slots:
                     continue
                 topo = [("topology.kind", "disaggregated"), ("topology.instances", "1"),
                         ("topology.prefill.instances", str(p)),
                         ("topology.decode.instances", str(d))]
+                topo.append(("topology.orchestrator", orchestrator))
                 out.append(Deployment(tuple(layout + topo + spec), kind, d))
     extra = [list(itertools.product([k], vs)) for k, vs in extra_keys]
     return out, [tuple(f"{k}={v}" for k, v in combo) for combo in itertools.product(*extra)]
