@@ -438,10 +438,10 @@ def predict_closed_form_disaggregated(target: Scenario, others: list[AnchorRecor
                                       knobs: Knobs) -> tuple[dict[str, float | None], int, dict]:
     """The closed loop over prefill and decode pools in closed form. Each decode instance
     holds its share of the clients (``concurrency / instances``, at most its running cap)
-    decoding at the mean context; the prefill pool is one station of its instances (a prompt's
-    service is its share of a full chunk's step, the instances serving side by side) that
-    the clients visit between decodes, solved as ``closed_loop_sojourn``; each prompt's KV then crosses the
-    link alone. TTFT = frontend latency + prefill sojourn (at least one chunk's step) + the
+    decoding at the mean context; the prefill pool is one station of its instances (a
+    prompt's service is its share of a full chunk's step, the instances serving side by
+    side) that the clients visit between decodes, solved as ``closed_loop_sojourn``; each
+    prompt's KV then crosses the link alone. TTFT = frontend latency + prefill sojourn (at least one chunk's step) + the
     transfer; a round adds the decode."""
     from inferasim.arch.interconnect import kv_link_plan
     from inferasim.config.loader import pool_scenario, rank_scenario
