@@ -65,7 +65,7 @@ def family_of(record: AnchorRecord) -> Family:
 
 def _precision(weight_dtype: str | None) -> str:
     # InferenceMAX spells both 4-bit formats fp4 (MXFP4 on AMD parts, NVFP4 on NVIDIA's)
-    return "fp4" if weight_dtype in ("mxfp4", "nvfp4", "fp4") else (weight_dtype or "?")
+    return "fp4" if weight_dtype in nz.FP4_FAMILY else (weight_dtype or "?")
 
 
 def families(records: Iterable[AnchorRecord]) -> dict[Family, list[AnchorRecord]]:

@@ -16,7 +16,6 @@ from typing import Any
 
 # ---------------------------------------------------------------- engines
 
-#: Engines inferasim models (config.scenario.ENGINES).
 #: Spelling -> engine. mori-sglang is SGLang with AMD's MoRI stack: it shards the MLA latent,
 #: so its KV pool differs from SGLang's and the two never share anchors. Disaggregated
 #: frameworks (dynamo-*, *-disagg) are their own regime: a colocated instance is not what

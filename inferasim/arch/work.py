@@ -45,11 +45,10 @@ class StepWork:
     # ranks of the all-to-all: the share of its traffic that leaves a scale-up domain
     # depends on it (arch/interconnect.py)
     ep: int = 1
-    # Attention-DP ranks: each GPU runs the attention projections, and dispatches to its
-    # experts, for its own rank's tokens only; the FFN collectives above (tp ranks) move
-    # every rank's. The attention output is reduced within its attention-TP group
-    # (``attn_allreduces_per_step`` over ``attn_tp`` ranks, one rank's tokens).
-    dp: int = 1
+    # Under attention DP each GPU dispatches to its experts its own rank's tokens only, and
+    # the FFN collectives above (tp ranks) move every rank's; the attention output is
+    # reduced within its attention-TP group (``attn_allreduces_per_step`` over ``attn_tp``
+    # ranks, one rank's tokens).
     attn_allreduces_per_step: int = 0
     attn_tp: int = 1
 
@@ -84,10 +83,9 @@ def step_work(scenario: Scenario) -> StepWork:
     # With attention DP the attention's is within its attention-TP group, on a rank's tokens,
     # and the FFN's (a gather before a TP-sharded FFN, a scatter after: one all-reduce's
     # traffic) over all tp ranks on every rank's tokens.
-    dp = par.dp_attention
     n_allreduce = 2 * model.num_layers if par.tp > 1 else 0
     n_attn_allreduce = 0
-    if dp > 1:
+    if par.dp_attention > 1:
         n_allreduce = model.num_layers if par.tp > 1 else 0
         n_attn_allreduce = model.num_layers if par.attn_tp > 1 else 0
     a2a = 0.0
@@ -101,5 +99,5 @@ def step_work(scenario: Scenario) -> StepWork:
     return StepWork(groups=tuple(groups), lm_head_flops_per_sample=2.0 * lm_params / par.tp,
                     lm_head_bytes=lm_params * 2.0 / par.tp, allreduce_bytes_per_token=hidden_bytes,
                     allreduces_per_step=n_allreduce, tp=par.tp, alltoall_bytes_per_token=a2a,
-                    ep=par.ep if a2a else 1, dp=dp, attn_allreduces_per_step=n_attn_allreduce,
+                    ep=par.ep if a2a else 1, attn_allreduces_per_step=n_attn_allreduce,
                     attn_tp=par.attn_tp)

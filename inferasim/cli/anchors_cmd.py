@@ -275,6 +275,21 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
 
 
+def _target_cells(met: dict, verbose: bool) -> list[str]:
+    """One cell per metric of ``targets_met`` / ``family_targets``: met of scored (and the
+    target, where ``met`` states it; with ``verbose``, who missed it)."""
+    cells = []
+    for metric, name in (("tput_per_gpu", "tput/GPU"), ("tpot", "TPOT"), ("ttft", "TTFT")):
+        got = met[metric]
+        cell = f"{name} {len(got['met'])}/{len(got['met']) + len(got['missed'])}"
+        if "targets" in met:
+            cell += f" (<= {met['targets'][metric]:.0%})"
+        if verbose and got["missed"]:
+            cell += " missed by: " + "; ".join(got["missed"])
+        cells.append(cell)
+    return cells
+
+
 def _signed(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:+.1f}%"
 
@@ -316,7 +331,6 @@ def validate_cmd(old_folder: Path | None, folder: Path | None, old_dir: Path | N
     from inferasim.config.knobs import Knobs
     from inferasim.report.tables import markdown_table
     from inferasim.validate.anchors import (
-        TARGETS,
         error_stats,
         family_targets,
         report_dict,
@@ -391,24 +405,11 @@ def validate_cmd(old_folder: Path | None, folder: Path | None, old_dir: Path | N
                + " ".join(f"{_signed(lean[m]['median_signed']):>15}"
                           for m in ("tput_per_gpu", "tpot", "ttft")))
     met = targets_met(results)
-    cells = []
-    for metric, name in (("tput_per_gpu", "tput/GPU"), ("tpot", "TPOT"), ("ttft", "TTFT")):
-        got = met[metric]
-        cells.append(f"{name} {len(got['met'])}/{len(got['met']) + len(got['missed'])} "
-                     f"(<= {TARGETS[metric]:.0%})")
-        if verbose and got["missed"]:
-            cells[-1] += " missed by: " + "; ".join(got["missed"])
     click.echo(f"regimes with >= {met['min_scored']} scored points meeting the target median: "
-               + ", ".join(cells))
+               + ", ".join(_target_cells(met, verbose)))
     by_family = family_targets(preds)
-    cells = []
-    for metric, name in (("tput_per_gpu", "tput/GPU"), ("tpot", "TPOT"), ("ttft", "TTFT")):
-        got = by_family[metric]
-        cells.append(f"{name} {len(got['met'])}/{len(got['met']) + len(got['missed'])}")
-        if verbose and got["missed"]:
-            cells[-1] += " missed by: " + "; ".join(got["missed"])
     click.echo(f"families with >= {by_family['min_scored']} scored points meeting it: "
-               + ", ".join(cells))
+               + ", ".join(_target_cells(by_family, verbose)))
     closed = sum(p.method == "closed-form" for p in preds)
     excluded = sum(bool(p.excluded) for p in preds)
     if closed or excluded:

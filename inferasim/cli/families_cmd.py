@@ -3,6 +3,7 @@ the scenario that expresses it."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import click
@@ -59,12 +60,11 @@ def families_cmd(table: Path | None, folder: Path, write_missing: bool) -> None:
         missing = {f: rows for f, rows in found.items() if scenario_for(f, targets) is None}
     width = max(len(f.label) for f in found) if found else 10
     click.echo(f"{'family':<{width}}  rows  priced  scenario")
-    unpriced: dict[str, int] = {}
+    unpriced: Counter[str] = Counter()
     for family, rows in found.items():
         name = scenario_for(family, targets) or "MISSING"
         problems = [why for r in rows if (why := replay_problem(r)) is not None]
-        for why in problems:
-            unpriced[f"{family.label}: {why}"] = unpriced.get(f"{family.label}: {why}", 0) + 1
+        unpriced.update(f"{family.label}: {why}" for why in problems)
         click.echo(f"{family.label:<{width}}  {len(rows):>4}  {len(rows) - len(problems):>6}"
                    f"  {name}")
     click.echo(f"{len(found)} families, {len(found) - len(missing)} expressed, "

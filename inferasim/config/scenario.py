@@ -352,6 +352,7 @@ class TopologySpec:
     # every prefill and decode GPU fits one scale-up domain, else the GPUs' NICs.
     link_bandwidth_gbs: float | None = attrs.field(default=None, metadata=above(0))
     link_latency_us: float | None = attrs.field(default=None, metadata=at_least(0))
+
     @property
     def router_policy(self) -> str:
         """The instance router in force (``router``, with ``auto`` resolved)."""

@@ -576,12 +576,12 @@ class CalibratedOracle:
         wait behind the decode step in flight and for the scheduler's next read of new
         requests, the closed loop its prompts queue in, and the wait for a running slot when
         it had more clients than slots."""
+        if record.regime.disaggregated:
+            return self._disaggregated_ttft_row(record)
         oracle, _ = self._anchor_oracle(record)
         w = record.workload
         isl = int(w.isl)
         clients = max(1, int(w.concurrency or 1))
-        if record.regime.disaggregated:
-            return self._disaggregated_ttft_row(record, oracle)
         others = clients - 1
         wave = self._waves(record) and others > 0
         wait = 0.0
@@ -617,7 +617,7 @@ class CalibratedOracle:
         return TtftRow(float(isl), float(record.ttft_s), prefill, wait + slot_wait,
                        queued_behind, decode_s)
 
-    def _disaggregated_ttft_row(self, record, oracle: AnalyticOracle) -> TtftRow:
+    def _disaggregated_ttft_row(self, record) -> TtftRow:
         """A disaggregated anchor's TTFT: its prompts queue at the prefill pool's workers
         (no decode step in flight there, no running slot to wait for), the clients away
         decoding on the decode pool between prompts; the KV transfer and the first token's

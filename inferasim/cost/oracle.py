@@ -104,11 +104,9 @@ class AnalyticOracle:
         self.draft_dtype = "fp8" if scenario.weight_dtype != "bf16" else "bf16"
 
     # -- pieces -------------------------------------------------------------------------
-    def _gemm_seconds(self, tokens: float, samples: float,
-                      own: float | None = None) -> dict[str, float]:
+    def _gemm_seconds(self, tokens: float, samples: float, own: float) -> dict[str, float]:
         """``own``: the tokens of the busiest attention-DP rank (each GPU projects its own
         rank's attention); all of them without attention DP."""
-        own = tokens if own is None else own
         # Batch shapes repeat (a decode batch of n runs many steps): remember them.
         key = (tokens, samples, own)
         hit = self._gemm_memo.get(key)

@@ -111,18 +111,16 @@ def pools(result) -> list[dict[str, Any]]:
     start = 0   # the topology lists the prefill pool's engines (a rank each) first
     for role, instances, pool_sc, cal in roles:
         par = pool_sc.parallel
-        count = instances * par.dp_attention if role != "colocated" else len(result.engines)
-        engines = result.engines[start:start + count]
-        start += count
+        engines = result.engines[start:start + instances * par.dp_attention]
+        start += len(engines)
         out.append({
             "pool": role, "instances": instances,
             "layout": f"tp{par.tp} ep{par.ep} dpa{par.dp_attention}",
             "gpus": instances * par.tp,
             "busy": busy_share([e.stats.busy_s for e in engines], window),
             # an instance's: its attention-DP ranks' pools together
-            "kv_pool_tokens": sum(e.kv.pool.capacity for e in engines) // max(1, instances)
-            if engines and role != "colocated" else
-            (engines[0].kv.pool.capacity * par.dp_attention if engines else None),
+            "kv_pool_tokens": sum(e.kv.pool.capacity for e in engines) // instances
+            if engines else None,
             "calibration": cal.get("mode"),
         })
     return out

@@ -239,8 +239,8 @@ def deployments(base: Scenario, gpus: int, narrow: Sequence[tuple[str, list[str]
                     continue
                 topo = [("topology.kind", "disaggregated"), ("topology.instances", "1"),
                         ("topology.prefill.instances", str(p)),
-                        ("topology.decode.instances", str(d))]
-                topo.append(("topology.orchestrator", orchestrator))
+                        ("topology.decode.instances", str(d)),
+                        ("topology.orchestrator", orchestrator)]
                 out.append(Deployment(tuple(layout + topo + spec), kind, d))
     extra = [list(itertools.product([k], vs)) for k, vs in extra_keys]
     return out, [tuple(f"{k}={v}" for k, v in combo) for combo in itertools.product(*extra)]

@@ -24,6 +24,10 @@ def _prefix_affinity(targets: Sequence, req: LiveRequest) -> int:
                key=lambda i: (-targets[i].peek(req), targets[i].load_score, i))
 
 
+#: Dynamo's ``--kv-overlap-score-weight`` default.
+KV_OVERLAP_WEIGHT = 1.0
+
+
 def kv_router_cost(target, req: LiveRequest) -> float:
     """NVIDIA Dynamo's KV router cost of sending ``req`` to ``target`` (its router docs,
     "Cost Calculation", read with the search tool [3P]): the prefill blocks it would have
@@ -38,10 +42,6 @@ def kv_router_cost(target, req: LiveRequest) -> float:
     prefill = (pending + max(0, req.spec.prompt_tokens - cached)) / bt
     decode = (sum(r.computed for r in target.running) + req.spec.prompt_tokens) / bt
     return KV_OVERLAP_WEIGHT * prefill + decode
-
-
-#: Dynamo's ``--kv-overlap-score-weight`` default.
-KV_OVERLAP_WEIGHT = 1.0
 
 
 def _kv_aware(targets: Sequence, req: LiveRequest) -> int:

@@ -10,8 +10,9 @@ disaggregated and multi-node rows too, as ``topology: disaggregated`` records: t
 spelling (``dynamo-trt``, ``mori-sglang``) as engine, the decode pool's layout as tp/ep/
 attention-DP, the prefill pool's in the ``prefill_*`` fields, both pools' worker counts, and
 the decode step read at each decode worker's share of the clients. The per-row regime states
-engine, GPU part, precision, TP, EP, attention-DP and the speculative method; kernel family, KV dtype and draft depth are not recorded (unknown), except
-that ATOM always runs AITER (stamped by ``regime.settle``).
+engine, GPU part, precision, TP, EP, attention-DP and the speculative method; kernel family,
+KV dtype and draft depth are not recorded (unknown), except that ATOM always runs AITER
+(stamped by ``regime.settle``).
 """
 
 from __future__ import annotations
