@@ -102,12 +102,11 @@ class RowStream:
 
     def sent(self, req) -> None:
         self._pending[req.rid] = req
-        req.done.callbacks.append(self._on_done)
+        req.done.callbacks.append(lambda _event: self._on_done(req.rid))
         if len(self._pending) > self.max_pending:
             self.max_pending = len(self._pending)
 
-    def _on_done(self, event) -> None:
-        rid = event.value.rid
+    def _on_done(self, rid: int) -> None:
         self._finished.add(rid)
         pending, finished = self._pending, self._finished
         while self._next in finished:

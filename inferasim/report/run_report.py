@@ -107,16 +107,23 @@ def write_outputs(out_dir: Path, result, frame: pd.DataFrame, summary: dict[str,
     """Requests, occupancy, summary and the resolved scenario, written all at once. Timing
     (``wall_s``) goes to ``timing.json``: every other file is byte-identical between two
     replays of one scenario."""
-    summary, timing = split_timing(summary)
     with atomic_dir(out_dir) as tmp:
         if fmt == "parquet":
             frame.to_parquet(tmp / "requests.parquet", index=False)
         else:
             frame.to_csv(tmp / "requests.csv", index=False)
         occupancy_frame(result).to_csv(tmp / "occupancy.csv", index=False)
-        (tmp / "summary.json").write_text(strict_json.dumps(summary, indent=2) + "\n")
-        if timing:
-            (tmp / "timing.json").write_text(strict_json.dumps(timing, indent=2) + "\n")
-        resolved = scenario_to_dict(result.scenario)
-        resolved["knobs"] = attrs.asdict(result.knobs)
-        (tmp / "scenario.resolved.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
+        write_result_files(tmp, result, summary)
+
+
+def write_result_files(folder: Path, result, summary: dict[str, Any]) -> None:
+    """The summary (its timing apart) and the resolved scenario, beside the rows in
+    ``folder``: what ``write_outputs`` adds to the rows, and what a streamed replay (its rows
+    already written there) adds at its end."""
+    summary, timing = split_timing(summary)
+    (folder / "summary.json").write_text(strict_json.dumps(summary, indent=2) + "\n")
+    if timing:
+        (folder / "timing.json").write_text(strict_json.dumps(timing, indent=2) + "\n")
+    resolved = scenario_to_dict(result.scenario)
+    resolved["knobs"] = attrs.asdict(result.knobs)
+    (folder / "scenario.resolved.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))

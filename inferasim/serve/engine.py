@@ -31,7 +31,7 @@ class EngineInstance(EngineCore):
 
     def __init__(self, env: simpy.Environment, scenario: Scenario, oracle, kv: KVManager,
                  index: int = 0, driven: bool = False):
-        super().__init__(scenario, oracle, kv, index, on_done=lambda req: req.done.succeed(req))
+        super().__init__(scenario, oracle, kv, index, on_done=lambda req: req.done.succeed())
         self.env = env
         self.exact = scenario.sim.exact_steps
         self.max_macro = max(1, scenario.sim.max_macro_steps)

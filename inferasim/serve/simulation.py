@@ -78,9 +78,8 @@ def _refusal_guard(submit):
     in a row are refused (too long for the model's context or the KV pool)."""
     streak = 0
 
-    def settled(event) -> None:
+    def settled(req) -> None:
         nonlocal streak
-        req = event.value
         if not req.failed:
             streak = 0
             return
@@ -92,7 +91,7 @@ def _refusal_guard(submit):
                 "more KV memory (parallel.tp, a larger GPU)", key="workload")
 
     def guarded(req) -> None:
-        req.done.callbacks.append(settled)
+        req.done.callbacks.append(lambda _event: settled(req))
         submit(req)
 
     return guarded
@@ -164,13 +163,20 @@ def _simulate(scenario: Scenario, knobs: Knobs | None, oracle, source: WorkloadS
     env = simpy.Environment()
     source = source or workload_source(scenario, _rng(wl.seed, "workload"))
     oracles: list = []
+    # One oracle per pool (its scenario), not per instance: an oracle is a pure function of
+    # its scenario (its memos included), and a fleet of 64 instances calibrating 64 copies
+    # paid the calibration 64 times and kept 64 sets of memos cold in the cache.
+    made_for: dict[tuple[int, bool], tuple[Scenario, object]] = {}
 
     def make_oracle(sc: Scenario, rank_level: bool):
         if oracle is not None:
             made = oracle
+        elif (key := (id(sc), rank_level)) in made_for:
+            made = made_for[key][1]
         else:
             # Attention-DP ranks simulated apart are priced at their own batches.
             made = oracle_for(sc, knobs, store, rank_level=rank_level)
+            made_for[key] = (sc, made)  # the scenario held, so its id stays its own
         oracles.append(made)
         return made
 

@@ -46,14 +46,14 @@ class Topology:
         if req.spec.prompt_tokens < 1:
             # The servers reject an empty prompt (a trace entry without its input length).
             req.failed = "an empty prompt (0 tokens)"
-            req.done.succeed(req)
+            req.done.succeed()
             return
         if tokens > self.max_context:
             # The server answers at once with an error, as vLLM and SGLang do for a prompt
             # plus requested output past the model's context length.
             req.failed = (f"prompt + output = {tokens} tokens exceed the model's context of "
                           f"{self.max_context}")
-            req.done.succeed(req)
+            req.done.succeed()
             return
         self.frontend.submit(req)
 
@@ -247,7 +247,7 @@ class DisaggregatedFrontend:
             decoder = self.decode.choose(req)
             yield decoder.preallocate(req)
             if req.failed:
-                req.done.succeed(req)
+                req.done.succeed()
                 return
         stream = ChunkStream(self.kv_bytes_per_token, self.stream_page) if self.streamed \
             else None
@@ -263,14 +263,14 @@ class DisaggregatedFrontend:
                 decoder.release_prealloc(req)
         if first.failed:
             req.failed = first.failed
-            req.done.succeed(req)
+            req.done.succeed()
             return
         req.admitted = first.admitted
         if req.spec.output_tokens <= 1:
             # nothing to decode: the prefill instance's one token is the whole answer
             req.first_token = first.first_token
             req.finish = first.finish
-            req.done.succeed(req)
+            req.done.succeed()
             return
         link = self.links[first.instance]
         if stream is not None:
@@ -288,7 +288,7 @@ class DisaggregatedFrontend:
             yield decoder.preallocate(req)
             if req.failed:
                 self._release(engine, first)
-                req.done.succeed(req)
+                req.done.succeed()
                 return
             yield link.transfer(self.remote_tokens(req, decoder) * self.kv_bytes_per_token)
         req.transfer_done = env.now
