@@ -14,7 +14,7 @@ from inferasim.config.loader import scenario_to_dict
 from inferasim.report import strict_json
 from inferasim.report.atomic import atomic_dir
 from inferasim.report.frame import request_frame
-from inferasim.report.row_stream import StreamTotals, rows_equal_totals
+from inferasim.report.row_stream import EXACT_FLOATS, StreamTotals, rows_equal_totals
 from inferasim.report.summary import summarize
 
 # Summary keys that say how long this machine took, not what the replay measured: they go to
@@ -89,7 +89,7 @@ def summary_of(result, frame: pd.DataFrame, *, percentiles: Sequence[float] | No
 
 def occupancy_frame(result) -> pd.DataFrame:
     if result.rows is not None:
-        return pd.read_csv(result.rows.occupancy_path, float_precision="round_trip")
+        return pd.read_csv(result.rows.occupancy_path, **EXACT_FLOATS)
     rows = [(e.index, t, used, cached) for e in result.engines for t, used, cached in e.stats.occupancy]
     return pd.DataFrame(rows, columns=["instance", "time_s", "pool_used_tokens", "cached_tokens"])
 
