@@ -4,6 +4,7 @@ the rows kept in memory, and the streamed summary equals the one from the writte
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -18,6 +19,7 @@ from inferasim.serve.load_index import LoadIndex
 from inferasim.serve.prefix_index import PrefixIndex, indexed_names
 from inferasim.serve.radix_cache import RadixCache
 from inferasim.serve.simulation import simulate
+from tests.conftest import shared_data
 
 FLEET = ["workload.duration_s=150", "workload.concurrency=24", "engine.kv_pool_tokens=12000",
          "topology.instances=4"]
@@ -187,3 +189,35 @@ def test_a_streamed_request_is_freed_once_written(tmp_path):
         gc.enable()
     assert stream.totals.rows > 100 and result.requests == []
     assert alive == 0
+
+
+def _mooncake_fleet(tmp_path, copies: int, rows: int) -> Path:
+    """The Mooncake trace's first ``rows`` records ``copies`` times over, each copy in its
+    own block-id namespace and at the same times: a fleet of ``copies`` equally loaded
+    instances (run_benchmarks.py's fleet cases, shortened)."""
+    records = [json.loads(line) for line in
+               shared_data("mooncake", "conversation_trace.jsonl").read_text().splitlines()[:rows]]
+    out = tmp_path / f"mooncake-x{copies}.jsonl"
+    with out.open("w") as fh:
+        for c in range(copies):
+            for rec in records:
+                fh.write(json.dumps(dict(rec, hash_ids=[h + c * 10**9 for h in rec["hash_ids"]]))
+                         + "\n")
+    return out
+
+
+def test_a_routing_decision_peeks_as_many_instances_at_32_as_at_4(tmp_path):
+    """Prefix affinity over the index verifies about one candidate per decision however many
+    instances there are (a scan peeks every one): the decision's cost is the fleet's size
+    independent (docs/fleet.md)."""
+    per_decision = {}
+    for copies in (4, 32):
+        trace = _mooncake_fleet(tmp_path, copies, 600)
+        result = simulate(load_scenario(None, [
+            "workload.format=mooncake", f"workload.trace={trace}", "model.name=llama-3.1-70b",
+            "gpu.name=b200", "parallel.tp=8", f"topology.instances={copies}",
+            "topology.router=prefix-affinity"]))
+        fleet = result.engines[0].router_index
+        assert fleet.decisions == 600 * copies
+        per_decision[copies] = fleet.verified / fleet.decisions
+    assert per_decision[32] <= 1.1 and per_decision[32] <= per_decision[4] * 1.05, per_decision
