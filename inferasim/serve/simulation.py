@@ -101,8 +101,12 @@ def _refusal_guard(submit):
 # heap grows with the trace, and at CPython's default (700) the full collections that rescan
 # it grew faster than the trace: 0.41-0.44 s of the four-hour Mooncake replay's 16.5 s
 # against 0.08 s of one hour's 4 s. At 50,000 the replay collects a few times (cyclic garbage
-# is still collected, in bigger batches): 0.04 s for the hour, 0.18 s for four.
-REPLAY_GC_YOUNG = 50_000
+# is still collected, in bigger batches): 0.04 s for the hour, 0.18 s for four. A fleet's
+# young collections cost more each (its young objects are scattered over a larger heap):
+# fleet-x16 spent 1.17 s in 26 of them at 50,000 and 0.57 s in 9 at 200,000. A finished
+# request is freed by its reference count, so what waits longer for a collection is only
+# cyclic garbage, at most this many objects.
+REPLAY_GC_YOUNG = 200_000
 # The older generations' thresholds (CPython's default 10 and 10). A fleet's live heap is its
 # instances' radix trees and queues, every one of them rescanned by each older collection:
 # at 16 routed instances (fleet-x16) 50 and 100 took the replay from 55.5-57.9 s to
