@@ -139,6 +139,22 @@ def test_prefill_exclusive_vs_unified():
     assert sglang.engines[0].stats.prefill_steps > 0
 
 
+def test_an_exclusive_step_under_a_per_step_allocator_takes_each_chunks_pages():
+    # vLLM's policy allocates each chunk's pages as it is scheduled; an exclusive step (the
+    # scheduler key overridden) used to carry a prompt on to its next chunk without them,
+    # and its prompt's end then cached blocks it never held.
+    sc = scenario("engine.name=vllm", "engine.scheduler=prefill-exclusive",
+                  "engine.max_num_batched_tokens=512", "workload.concurrency=4",
+                  "workload.synthetic.first_prompt_tokens_median=3000")
+    assert sc.engine.scheduler == "prefill-exclusive"
+    result = simulate(sc)
+    eng = result.engines[0]
+    assert eng.stats.mixed_steps == 0 and eng.stats.prefill_steps > 0
+    _, summary = replay_summary(result)
+    assert summary["requests_completed"] > 0
+    eng.kv.pool.check()
+
+
 def test_think_time_keeps_fewer_than_n_in_flight():
     sc = load_scenario(None, ["workload.duration_s=300", "workload.concurrency=16"])
     result = simulate(sc)

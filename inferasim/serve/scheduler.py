@@ -242,8 +242,12 @@ def schedule_prefill_exclusive(eng: EngineInstance, now: float) -> Step:
     mid_chunk = eng.prefilling[0] if eng.prefilling else None
     if mid_chunk is not None:
         chunk = budget.chunk(mid_chunk)
-        step.prefills.append((mid_chunk, chunk))
-        budget.take(chunk)
+        # An engine that allocates per step (vLLM's policy, here under an exclusive step)
+        # takes the next chunk's pages now, as the unified step does.
+        if not eng.policy.allocates_per_step or _grow_or_preempt(
+                eng, step, mid_chunk, mid_chunk.computed + chunk, now, set(), budget):
+            step.prefills.append((mid_chunk, chunk))
+            budget.take(chunk)
     if budget.left:  # the request mid-chunk (if any) finishes its prompt this step
         _admit(eng, step, now, budget, one_chunk=True)
     if step.prefills:
