@@ -427,3 +427,30 @@ def test_an_unpreallocatable_prompt_is_refused_with_the_reason():
                                  "topology.decode.engine={kv_pool_tokens: 4000}")
     assert summary["requests_failed"] > 0
     assert "decode pool holds" in summary["requests_failed_example"]
+
+
+def test_the_lockstep_knob_leaves_an_instance_without_attention_dp_one_rank():
+    # A prior prices an attention-DP target's neighbours (no attention DP) with the target's
+    # knobs: INFERASIM_DES_LOCKSTEP=8 read those anchors as eight-rank group steps, so the
+    # default (every rank of the instance) and the explicit 8 priced the same target apart.
+    assert Knobs(des_lockstep=8).lockstep_group(1) == 1
+    assert Knobs(des_lockstep=8).lockstep_group(8) == 8 == Knobs().lockstep_group(8)
+    common = ["model.name=deepseek-r1", "gpu.name=mi355x", "parallel.tp=8",
+              "parallel.dp_attention=8", "workload.concurrency=32", "workload.duration_s=30"]
+    sc = load_scenario(None, common)
+    summaries = [replay_summary(simulate(sc, k))[1] for k in (Knobs(), Knobs(des_lockstep=8))]
+    assert summaries[0]["calibration"]["mode"] == "prior"  # vLLM MI355X anchors of other models
+    assert summaries[0]["itl_mean_ms"] == summaries[1]["itl_mean_ms"]
+
+
+def test_a_calibrated_group_of_one_rank_is_that_ranks_step():
+    from inferasim.cost.calibrated import oracle_for
+
+    sc = load_scenario(None, ["model.name=deepseek-r1", "gpu.name=mi355x", "parallel.tp=8",
+                              "parallel.dp_attention=8"])
+    oracle = oracle_for(sc, Knobs(des_lockstep=1), rank_level=True)
+    assert oracle.calibrated
+    batch = StepBatch(prefill_tokens=np.array([512.0]), prefill_resident=np.array([100.0]),
+                      prefill_samples=1, decode_context=np.array([300.0, 900.0]))
+    assert oracle.step_group([batch]).seconds == oracle.step(batch).seconds
+    assert oracle.step_group_seconds([batch]) == oracle.step_seconds(batch)

@@ -73,7 +73,12 @@ class Knobs:
     des_lockstep: int = 0
 
     def lockstep_group(self, dp: int) -> int:
-        """Ranks per lockstep group of an instance of ``dp`` attention-DP ranks (0: all)."""
+        """Ranks per lockstep group of an instance of ``dp`` attention-DP ranks (0: all).
+
+        An instance without attention DP is one rank whatever the knob says: a prior prices
+        such neighbours of an attention-DP target with the target's knobs."""
+        if dp <= 1:
+            return 1
         return self.des_lockstep or dp
 
     def check(self, scenario) -> None:

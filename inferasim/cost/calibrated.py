@@ -815,7 +815,9 @@ class CalibratedOracle:
     def step_group(self, batches: list[StepBatch]) -> StepCost:
         """Lockstep attention-DP ranks: the analytic group step, transported like one step of
         the combined batch (decode ratio at the combined decode count, or the prefill ratio
-        when any rank prefills)."""
+        when any rank prefills). A group of one rank is that rank's step."""
+        if len(batches) == 1:
+            return self.step(batches[0])
         whole = self.analytic.step_group(batches)
         if not self.calibrated:
             return whole
@@ -826,6 +828,8 @@ class CalibratedOracle:
 
     def step_group_seconds(self, batches: list[StepBatch]) -> float:
         """``step_group(batches).seconds`` without the breakdown (the group's per-step price)."""
+        if len(batches) == 1:
+            return self.step_seconds(batches[0])
         whole = self.analytic.step_group_seconds(batches)
         if not self.calibrated:
             return whole
