@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -269,13 +270,38 @@ def test_aiperf_new_schema():
     assert (reg.model, reg.weight_dtype, reg.gpu, reg.gpu_isa, reg.tp) == (
         "kimi-k2.7", "mxfp4", "mi355x", "gfx950", 4)
     assert record.workload.concurrency == 4 and record.workload.isl == 81098
+    # an AgentX run (the inferencex-agentx-mvp scenario): read as a ladder rung is, the
+    # decode step at the batch that decoded at once, and no TTFT or TPOT
+    assert record.workload.dataset == "agentx"
+    assert record.workload.decode_batch == pytest.approx(3.701732000222964)
     m = record.measurements
-    assert m.ttft_mean_s == pytest.approx(12.69525872995064)
-    assert m.tpot_mean_s == pytest.approx(0.022899478392626104)
-    assert m.tpot_std_s == pytest.approx(0.01986206938491457)
-    assert m.itl_median_s == pytest.approx(0.020280885)
+    assert m.ttft_mean_s is None and m.ttft_median_s is None and m.tpot_mean_s is None
+    assert m.itl_mean_s == pytest.approx(0.022915176722352413)
+    assert record.decode_step == (pytest.approx(0.022915176722352413), "mean_itl")
     assert m.tput_per_gpu_output == pytest.approx(161.99612075969227 / 4)
     assert record.provenance.tool == "aiperf 0.8.0" and record.provenance.date == "2026-07-09"
+    assert "agentic run" in record.provenance.notes[0]
+
+
+def test_aiperf_agentic_export_without_a_decode_concurrency_reads_littles_law(tmp_path):
+    path = OUTPUTS / "aiperf/inferencex_aiperf-0.8.0_kimi-k2.7_vllm_mi355x_tp4_conc4_profile_export_aiperf.json"
+    data = json.loads(path.read_text())
+    del data["effective_decode_concurrency"]
+    copy = tmp_path / "export.json"
+    copy.write_text(json.dumps(data))
+    (record,) = import_aiperf(copy, hints={"engine": "vllm", "gpu": "mi355x", "tp": 4})
+    # output tok/s x mean ITL: the share of the run a lane was decoding
+    assert record.workload.decode_batch == pytest.approx(161.99612075969227 * 0.022915176722352413)
+
+
+def test_aiperf_agentic_export_without_chunk_latency_is_refused(tmp_path):
+    path = OUTPUTS / "aiperf/inferencex_aiperf-0.8.0_kimi-k2.7_vllm_mi355x_tp4_conc4_profile_export_aiperf.json"
+    data = json.loads(path.read_text())
+    del data["inter_chunk_latency"]
+    copy = tmp_path / "export.json"
+    copy.write_text(json.dumps(data))
+    with pytest.raises(ConfigError, match="inter_chunk_latency"):
+        import_aiperf(copy, hints={"engine": "vllm", "gpu": "mi355x", "tp": 4})
 
 
 def test_aiperf_old_schema():

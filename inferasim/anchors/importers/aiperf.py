@@ -7,6 +7,14 @@ AIPerf's ``inter_token_latency`` is per request (latency - TTFT) / (tokens - 1),
 of the run (for an agentic trace they summarise a wide distribution). The endpoint's model name
 gives the model and, when its name declares one, the weight dtype; engine, GPU and parallelism
 come from hints or a launch command.
+
+An **agentic** export (AIPerf's ``inferencex-agentx-mvp`` scenario, or any trace replay whose
+lanes wait between turns: ``use_end_to_start_delays``) is read as an AgentX ladder rung is
+(``agentx_ladder.py``): the decode step is the mean ITL at the batch that decoded at once
+(AIPerf's ``effective_decode_concurrency``, else output tok/s x mean ITL), and neither TTFT
+nor TPOT is imported. Its TTFT is an uncached tail on a cached context plus the wait for a
+slot, which the oracle's TTFT model (a lone random prompt) would misread as time outside the
+engine; its TPOT counts the stalls behind other lanes' prompts.
 """
 
 from __future__ import annotations
@@ -14,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+import attrs
 
 from inferasim.anchors.importers._common import (
     apply_hints,
@@ -43,7 +53,10 @@ _NAMES = {
     "total_tps": ("total_token_throughput",),
     "per_user": ("output_token_throughput_per_user",),
     "requests": ("request_count",),
+    "decoding": ("effective_decode_concurrency",),
 }
+#: AIPerf scenarios that replay agentic sessions (lanes with think time between turns).
+AGENTIC_SCENARIOS = ("inferencex-agentx-mvp",)
 
 
 def _metrics(data: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
@@ -114,11 +127,41 @@ def import_aiperf(path: str | Path, *, hints: Mapping[str, Any] | None = None,
                         request_rate=rate if rate is not None and rate > 0 else None,
                         num_requests=integer(_stat(metrics, "requests")),
                         dataset=str(dataset) if dataset else None)
+    if _agentic(config, inputs):
+        m, workload, notes = _agentic_reading(metrics, workload, out_tps, m, file)
+    else:
+        notes = ()
     version = data.get("aiperf_version")
     prov = Provenance(source="aiperf", file=Path(file).name,
                       date=iso_date(data.get("start_time")),
-                      tool=f"aiperf {version}" if version else "aiperf")
+                      tool=f"aiperf {version}" if version else "aiperf", notes=notes)
     regime = Regime(**{k: v for k, v in regime_from_model_id(model_id).items() if v is not None})
     record = AnchorRecord(id=f"aiperf-{slug(Path(file).stem)}", provenance=prov, regime=regime,
                           workload=workload, measurements=m, server_args=dict(server_args or {}))
     return [with_per_gpu(apply_hints(record, check_hints(hints), file=file))]
+
+
+def _agentic(config: Mapping[str, Any], inputs: Mapping[str, Any]) -> bool:
+    return config.get("scenario") in AGENTIC_SCENARIOS or inputs.get("use_end_to_start_delays") is True
+
+
+def _agentic_reading(metrics, workload: Workload, out_tps: float | None, m: Measurements,
+                     file: str) -> tuple[Measurements, Workload, tuple[str, ...]]:
+    """The decode step of an agentic run at the batch that decoded at once; no TTFT, no
+    TPOT (module docstring)."""
+    itl = _stat(metrics, "itl", "avg", True)
+    if itl is None or itl <= 0 or out_tps is None or out_tps <= 0:
+        raise ConfigError("an agentic AIPerf export needs inter_chunk_latency and "
+                          "output_token_throughput to read its decode step", file=file)
+    batch = _stat(metrics, "decoding")
+    basis = "AIPerf's effective_decode_concurrency"
+    if batch is None or batch <= 0:
+        batch, basis = out_tps * itl, "output tok/s x mean ITL"
+    # the output stream only, as a ladder rung: the prompt tokens of an agentic run are
+    # mostly cached, so its total throughput says nothing the decode step does not
+    reading = Measurements(itl_mean_s=itl, server_tput_output=out_tps, completed=m.completed)
+    note = (f"an agentic run: decode step read at the batch that decoded at once ({basis} = "
+            f"{batch:.2f} of {workload.concurrency} lanes); ISL is the mean prompt per "
+            "request, most of it cached; TTFT and TPOT not imported (an uncached tail on a "
+            "cached context, and stalls behind other lanes' prompts)")
+    return reading, attrs.evolve(workload, dataset="agentx", decode_batch=batch), (note,)
