@@ -19,12 +19,14 @@ def validate() -> None:
 def _fmt(value: float, kind: str) -> str:
     if math.isnan(value):
         return "-"
+    if kind == "kilo":
+        return f"{value:,.0f}"
     return f"{value:.3f}" if kind == "hit" else f"{value:.1f}" if kind == "tok" else f"{value:.2f}"
 
 
 def _table(rows) -> str:
     head = ["ladder", "conc", "hit meas", "hit sim", "GPU/host/miss sim", "out tok/s meas",
-            "sim", "TTFT mean meas", "sim", "TTFT p90 meas", "sim"]
+            "sim", "in tok/s meas", "sim", "TTFT mean meas", "sim", "TTFT p90 meas", "sim"]
     lines = [head]
     for r in rows:
         parts = "/".join(f"{r[k]:.2f}" for k in ("simulated_first_admission_hit_rate",
@@ -35,6 +37,8 @@ def _table(rows) -> str:
                       _fmt(r["simulated_prefix_hit_rate"], "hit"), parts,
                       _fmt(r["measured_output_tok_s"], "tok"),
                       _fmt(r["simulated_output_tok_s"], "tok"),
+                      _fmt(r["measured_input_tok_s"], "kilo"),
+                      _fmt(r["simulated_input_tok_s"], "kilo"),
                       _fmt(r["measured_ttft_mean_s"], "s"), _fmt(r["simulated_ttft_mean_s"], "s"),
                       _fmt(r["measured_ttft_p90_s"], "s"), _fmt(r["simulated_ttft_p90_s"], "s")])
     widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
@@ -55,11 +59,14 @@ def _table(rows) -> str:
               help="The AgentX corpus (default: agentx-traces/ beside the CSV's folder).")
 @click.option("--jobs", type=int, default=None,
               help="Local worker processes (default: the CPU count; 1 runs in this process).")
-@click.option("--hold-out", "hold_out", type=click.Choice(["none", "rung"]), default="none",
-              show_default=True,
-              help="rung: replay each rung below its ladder's measured cliff calibrated by its "
-                   "ladder's other rungs alone (imported as agentx-ladder anchors), and print "
-                   "the median error of output tok/s and mean TTFT over them.")
+@click.option("--hold-out", "hold_out", type=click.Choice(["ladder", "none", "rung"]),
+              default="ladder", show_default=True,
+              help="ladder: price each ladder with every anchor of its own deployment left "
+                   "out of the store (the shipped anchors hold the ladders), as a deployment "
+                   "no anchor measured is priced; none: the store as it is (in-sample where "
+                   "it holds the ladder); rung: replay each rung below its ladder's measured "
+                   "cliff calibrated by its ladder's other rungs alone, and print the median "
+                   "error of output tok/s and mean TTFT over them.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows and cliffs as JSON.")
 def agentx(csv_path, overrides, only, ladder_filter, trace, jobs, hold_out, as_json):
     """Replay every rung of the measured AgentX ladders in CSV (agentx_dev_ladders.csv)."""
@@ -73,6 +80,8 @@ def agentx(csv_path, overrides, only, ladder_filter, trace, jobs, hold_out, as_j
         compare_row,
         held_out_anchors,
         held_out_errors,
+        ladder_held_out_stores,
+        ladder_scores,
         read_ladders,
         rung_scenario,
     )
@@ -88,6 +97,13 @@ def agentx(csv_path, overrides, only, ladder_filter, trace, jobs, hold_out, as_j
     knobs = Knobs.from_env()
     with tempfile.TemporaryDirectory(prefix="inferasim-holdout-") as tmp:
         sets = [tuple(overrides)] * len(rungs)
+        if hold_out == "ladder":
+            stores, held = ladder_held_out_stores(rungs, overrides, Path(tmp))
+            sets = [(*overrides, f"sim.anchors={path}") if path is not None else tuple(overrides)
+                    for path in stores]
+            if not as_json:
+                click.echo(f"  each ladder priced without its own deployment's anchors "
+                           f"({held} held out in all)", err=True)
         if hold_out == "rung":
             files = held_out_anchors(rungs, csv_path, Path(tmp))
             if not files:
@@ -121,17 +137,46 @@ def agentx(csv_path, overrides, only, ladder_filter, trace, jobs, hold_out, as_j
             click.echo(f"held out, {label}: median abs (signed) error: {cells}")
         return
     cliffs = {}
+    scores = {"all": ladder_scores(rows)}
     for label in dict.fromkeys(r["ladder"] for r in rows):
         mine = [r for r in rows if r["ladder"] == label]
         cliffs[label] = {"measured": cliff(mine, "measured"),
                          "simulated": cliff(mine, "simulated")}
+        scores[label] = ladder_scores(mine)
     if as_json:
-        click.echo(strict_json.dumps({"rows": rows, "cliffs": cliffs}))
+        click.echo(strict_json.dumps({"rows": rows, "cliffs": cliffs, "scores": scores,
+                                      "hold_out": hold_out}))
         return
     click.echo(_table(rows))
     for label, c in cliffs.items():
         click.echo(f"cliff {label}: measured {_cliff_text(c['measured'])}, "
                    f"simulated {_cliff_text(c['simulated'])}")
+    for label, sc in scores.items():
+        click.echo(_score_line(label, sc))
+
+
+def _pct(cell) -> str:
+    if cell["median_abs"] is None:
+        return "-"
+    return f"{100 * cell['median_abs']:.1f}% ({100 * cell['median_signed']:+.1f}%)"
+
+
+def _rungs(n: int) -> str:
+    return f"{n} rung" if n == 1 else f"{n} rungs"
+
+
+def _score_line(label: str, sc) -> str:
+    b, p, h = sc["before_cliff"], sc["past_cliff"], sc["hit_rate"]
+    parts = [f"before the cliff ({_rungs(b['rungs'])}) output tok/s {_pct(b['output_tok_s'])}, "
+             f"mean TTFT {_pct(b['ttft_mean_s'])}"]
+    if p["rungs"]:
+        parts.append(f"past it ({_rungs(p['rungs'])}) output within 30% on "
+                     f"{p['output_within_30pct']}, "
+                     f"mean TTFT within 2x on {p['ttft_within_2x']}, input tok/s "
+                     f"{_pct(p['input_tok_s'])}")
+    if h["rungs"]:
+        parts.append(f"hit rate within 0.05 on {h['within_0.05']} of {h['rungs']}")
+    return f"{label}: " + "; ".join(parts) + " (median abs (signed) error)"
 
 
 def _cliff_text(c) -> str:

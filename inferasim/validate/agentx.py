@@ -122,6 +122,11 @@ def read_ladders(csv_path: str | Path, trace: str | None = None) -> list[Rung]:
         measured = {"prefix_hit_rate": _number(row, "server_gpu_cache_hit_rate", where)
                     if not pd.isna(hit) else math.nan,
                     "output_tok_s": _number(row, "output_tput_tps", where),
+                    # the server's prompt throughput: past the cliff its prefill rate, which
+                    # does not depend on how much output the corpus's requests carry
+                    "input_tok_s": _number(row, "input_tput_tps", where)
+                    if "input_tput_tps" in row and not pd.isna(row["input_tput_tps"])
+                    else math.nan,
                     "ttft_mean_s": _number(row, "mean_ttft", where),
                     "ttft_p90_s": _number(row, "p90_ttft", where)}
         rungs.append(Rung(label, conc, tuple(sets), measured))
@@ -140,7 +145,7 @@ def rung_scenario(rung: Rung, overrides: Sequence[str] = ()):
     return load_scenario(base, [*rung.overrides, *overrides])
 
 
-METRICS = ("prefix_hit_rate", "output_tok_s", "ttft_mean_s", "ttft_p90_s")
+METRICS = ("prefix_hit_rate", "output_tok_s", "input_tok_s", "ttft_mean_s", "ttft_p90_s")
 
 
 def compare_row(rung: Rung, summary: dict[str, Any]) -> dict[str, Any]:
@@ -216,6 +221,46 @@ def held_out_anchors(rungs: Sequence[Rung], csv_path: str | Path, folder: Path
     return out
 
 
+def _rung_key(rung: Rung) -> tuple:
+    keys = dict(s.split("=", 1) for s in rung.overrides)
+    return _ladder_key(keys["model.name"], keys["engine.name"], keys["gpu.name"],
+                       int(keys["parallel.tp"]), keys["model.weight_dtype"])
+
+
+def _record_key(record) -> tuple:
+    r = record.regime
+    return _ladder_key(r.model, r.engine, r.gpu, r.tp, r.weight_dtype)
+
+
+def ladder_held_out_stores(rungs: Sequence[Rung], overrides: Sequence[str], folder: Path
+                           ) -> tuple[list[Path | None], int]:
+    """For each rung, an anchor file of the store its scenario calibrates from less every
+    anchor of its own ladder's deployment (model, engine, GPU, TP and weights: the ladder's
+    rungs, and any other record of that deployment), so a ladder is priced as one no anchor
+    measured: by the prior of its part and engine, or analytically. ``None`` where the
+    scenario uses no anchors. Also how many anchors were held out in all."""
+    from inferasim.anchors.loading import scenario_store
+    from inferasim.anchors.store import write_anchor_file
+
+    files: dict[tuple, Path | None] = {}
+    held = 0
+    out: list[Path | None] = []
+    for rung in rungs:
+        key = _rung_key(rung)
+        if key not in files:
+            store = scenario_store(rung_scenario(rung, overrides))
+            if store is None:
+                files[key] = None
+            else:
+                kept = [a for a in store.records if _record_key(a) != key]
+                held += len(store.records) - len(kept)
+                path = folder / f"ladder-{len(files)}.json"
+                write_anchor_file(path, kept, generated_by="validate agentx --hold-out ladder")
+                files[key] = path
+        out.append(files[key])
+    return out, held
+
+
 def held_out_errors(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
     """Median absolute and signed error of output tok/s and mean TTFT over ``rows``."""
     import numpy as np
@@ -227,4 +272,52 @@ def held_out_errors(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, float
         out[metric] = {"n": int(errs.size),
                        "median_abs": float(np.median(np.abs(errs))) if errs.size else None,
                        "median_signed": float(np.median(errs)) if errs.size else None}
+    return out
+
+
+def _median(values) -> float | None:
+    import numpy as np
+
+    return float(np.median(values)) if len(values) else None
+
+
+def ladder_scores(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The table against issue 28's and 29's bars, over ``rows`` (one ladder or several):
+    before each ladder's measured cliff, the median absolute and signed error of output tok/s
+    and mean TTFT; past it, how many rungs have output tok/s within 30% and mean TTFT within
+    a factor of 2, and the median error of input tok/s (the prefill rate there, whatever the
+    corpus's output lengths); on every rung that records one, how many simulated hit rates sit
+    within 0.05 of the measured."""
+    before: list[dict[str, Any]] = []
+    past: list[dict[str, Any]] = []
+    for label in dict.fromkeys(r["ladder"] for r in rows):
+        mine = [r for r in rows if r["ladder"] == label]
+        edge = cliff(mine, "measured")
+        for r in mine:
+            (past if edge is not None and r["concurrency"] > edge[0] else before).append(r)
+
+    def err(r: dict[str, Any], metric: str) -> float | None:
+        measured = r[f"measured_{metric}"]
+        if not measured > 0:  # NaN or zero: nothing to divide by
+            return None
+        return r[f"simulated_{metric}"] / measured - 1.0
+
+    def errors(group, metric):
+        return [e for e in (err(r, metric) for r in group) if e is not None]
+
+    out: dict[str, Any] = {"before_cliff": {"rungs": len(before)}, "past_cliff": {"rungs": len(past)}}
+    for metric in ("output_tok_s", "ttft_mean_s"):
+        e = errors(before, metric)
+        out["before_cliff"][metric] = {"median_abs": _median([abs(x) for x in e]),
+                                       "median_signed": _median(e)}
+    out_past, ttft_past = errors(past, "output_tok_s"), errors(past, "ttft_mean_s")
+    inp = errors(past, "input_tok_s")
+    out["past_cliff"].update(
+        output_within_30pct=sum(abs(x) <= 0.30 for x in out_past),
+        ttft_within_2x=sum(0.5 <= 1 + x <= 2.0 for x in ttft_past),
+        input_tok_s={"median_abs": _median([abs(x) for x in inp]), "median_signed": _median(inp)})
+    hits = [abs(r["simulated_prefix_hit_rate"] - r["measured_prefix_hit_rate"]) for r in rows
+            if not math.isnan(r["measured_prefix_hit_rate"])]
+    out["hit_rate"] = {"rungs": len(hits), "within_0.05": sum(h <= 0.05 for h in hits),
+                       "max_abs": max(hits) if hits else None}
     return out
