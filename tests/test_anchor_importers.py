@@ -283,23 +283,25 @@ def test_aiperf_new_schema():
     assert "agentic run" in record.provenance.notes[0]
 
 
-def test_aiperf_agentic_export_without_a_decode_concurrency_reads_littles_law(tmp_path):
+def _kimi_export_without(tmp_path, metric: str) -> Path:
+    """The Kimi c4 AgentX export with one of its metrics removed."""
     path = OUTPUTS / "aiperf/inferencex_aiperf-0.8.0_kimi-k2.7_vllm_mi355x_tp4_conc4_profile_export_aiperf.json"
     data = json.loads(path.read_text())
-    del data["effective_decode_concurrency"]
+    del data[metric]
     copy = tmp_path / "export.json"
     copy.write_text(json.dumps(data))
+    return copy
+
+
+def test_aiperf_agentic_export_without_a_decode_concurrency_reads_littles_law(tmp_path):
+    copy = _kimi_export_without(tmp_path, "effective_decode_concurrency")
     (record,) = import_aiperf(copy, hints={"engine": "vllm", "gpu": "mi355x", "tp": 4})
     # output tok/s x mean ITL: the share of the run a lane was decoding
     assert record.workload.decode_batch == pytest.approx(161.99612075969227 * 0.022915176722352413)
 
 
 def test_aiperf_agentic_export_without_chunk_latency_is_refused(tmp_path):
-    path = OUTPUTS / "aiperf/inferencex_aiperf-0.8.0_kimi-k2.7_vllm_mi355x_tp4_conc4_profile_export_aiperf.json"
-    data = json.loads(path.read_text())
-    del data["inter_chunk_latency"]
-    copy = tmp_path / "export.json"
-    copy.write_text(json.dumps(data))
+    copy = _kimi_export_without(tmp_path, "inter_chunk_latency")
     with pytest.raises(ConfigError, match="inter_chunk_latency"):
         import_aiperf(copy, hints={"engine": "vllm", "gpu": "mi355x", "tp": 4})
 
