@@ -261,24 +261,24 @@ def ladder_held_out_stores(rungs: Sequence[Rung], overrides: Sequence[str], fold
     return out, held
 
 
+def _error_cell(errors: Sequence[float]) -> dict[str, float | None]:
+    """Median absolute and signed error of ``errors`` (predicted / measured - 1)."""
+    import numpy as np
+
+    errs = np.asarray(errors, dtype=float)
+    if not errs.size:
+        return {"median_abs": None, "median_signed": None}
+    return {"median_abs": float(np.median(np.abs(errs))), "median_signed": float(np.median(errs))}
+
+
 def held_out_errors(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
     """Median absolute and signed error of output tok/s and mean TTFT over ``rows``."""
-    import numpy as np
-
     out = {}
     for metric in ("output_tok_s", "ttft_mean_s"):
-        errs = np.array([r[f"simulated_{metric}"] / r[f"measured_{metric}"] - 1.0
-                         for r in rows if r[f"measured_{metric}"] > 0])
-        out[metric] = {"n": int(errs.size),
-                       "median_abs": float(np.median(np.abs(errs))) if errs.size else None,
-                       "median_signed": float(np.median(errs)) if errs.size else None}
+        errs = [r[f"simulated_{metric}"] / r[f"measured_{metric}"] - 1.0
+                for r in rows if r[f"measured_{metric}"] > 0]
+        out[metric] = {"n": len(errs), **_error_cell(errs)}
     return out
-
-
-def _median(values) -> float | None:
-    import numpy as np
-
-    return float(np.median(values)) if len(values) else None
 
 
 def ladder_scores(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -307,15 +307,12 @@ def ladder_scores(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
     out: dict[str, Any] = {"before_cliff": {"rungs": len(before)}, "past_cliff": {"rungs": len(past)}}
     for metric in ("output_tok_s", "ttft_mean_s"):
-        e = errors(before, metric)
-        out["before_cliff"][metric] = {"median_abs": _median([abs(x) for x in e]),
-                                       "median_signed": _median(e)}
+        out["before_cliff"][metric] = _error_cell(errors(before, metric))
     out_past, ttft_past = errors(past, "output_tok_s"), errors(past, "ttft_mean_s")
-    inp = errors(past, "input_tok_s")
     out["past_cliff"].update(
         output_within_30pct=sum(abs(x) <= 0.30 for x in out_past),
         ttft_within_2x=sum(0.5 <= 1 + x <= 2.0 for x in ttft_past),
-        input_tok_s={"median_abs": _median([abs(x) for x in inp]), "median_signed": _median(inp)})
+        input_tok_s=_error_cell(errors(past, "input_tok_s")))
     hits = [abs(r["simulated_prefix_hit_rate"] - r["measured_prefix_hit_rate"]) for r in rows
             if not math.isnan(r["measured_prefix_hit_rate"])]
     out["hit_rate"] = {"rungs": len(hits), "within_0.05": sum(h <= 0.05 for h in hits),
