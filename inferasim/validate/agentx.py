@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 import pandas as pd
 
+from inferasim.anchors import normalise as nz
 from inferasim.anchors.importers.agentx_ladder import cliff_between, weight_dtype
 from inferasim.anchors.normalise import engine_version_from_image
 from inferasim.config.catalog import CATALOG_DIR, SCENARIO_DIR, catalog_names
@@ -45,10 +46,14 @@ class Rung:
 def _model_name(hf: str, file: str) -> str:
     """The catalog model a Hugging Face id names: its own id, or a quantized repackaging
     (``amd/GLM-5.1-MXFP4``) of one, matched by the base name."""
+    names = catalog_names("models")
+    normalised = nz.model_name(hf)  # the anchors' reading: Kimi-K2.7-Code-MXFP4 is kimi-k2.7
+    if normalised in names:
+        return normalised
     base = hf.rsplit("/", 1)[-1].lower()
     for suffix in ("-mxfp4", "-nvfp4", "-fp8", "-fp4", "-bf16"):
         base = base.removesuffix(suffix)
-    for name in catalog_names("models"):
+    for name in names:
         data, _ = load_tree(CATALOG_DIR / "models" / f"{name}.yaml")
         ids = {name.lower(), str(data.get("hf_id", "")).lower()}
         stems = {i.rsplit("/", 1)[-1] for i in ids}

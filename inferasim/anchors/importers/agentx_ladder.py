@@ -76,10 +76,10 @@ def weight_dtype(precision: str, hw: str, where: str) -> str:
     p = precision.strip().lower()
     if p == "fp4":
         return "mxfp4" if hw.lower().startswith("mi") else "nvfp4"
-    if p in ("fp8", "mxfp4", "nvfp4", "bf16"):
+    if p in ("fp8", "mxfp4", "nvfp4", "bf16", "int4"):
         return p
-    raise ConfigError(f"precision {precision!r} is not one of fp4, fp8, mxfp4, nvfp4, bf16",
-                      file=where, key="precision")
+    raise ConfigError(f"precision {precision!r} is not one of fp4, fp8, mxfp4, nvfp4, int4, "
+                      "bf16", file=where, key="precision")
 
 
 def import_agentx_ladder(path: str | Path, hints: Mapping[str, Any] | None = None, *,
