@@ -201,7 +201,7 @@ def test_ladder_scores_split_the_rungs_at_the_measured_cliff():
 
 def test_a_ladder_of_another_model_resolves_its_checkpoint_and_precision(tmp_path):
     # the names AgentX ladders of other deployments carry: AMD's repackaged Kimi-K2.7-Code
-    # (the anchors' reading of its name), Kimi-K2.5's INT4 experts
+    # (the anchors' reading of its name), Kimi-K2.5's INT4 experts, a runner's hw name
     from inferasim.validate.agentx import read_ladders, rung_scenario
 
     path = tmp_path / "ladders.csv"
@@ -209,12 +209,13 @@ def test_a_ladder_of_another_model_resolves_its_checkpoint_and_precision(tmp_pat
         HEADER.rstrip("\n") + ",input_tput_tps,server_gpu_cache_hit_rate\n"
         "amd/Kimi-K2.7-Code-MXFP4,mi355x,vllm,vllm/vllm-openai-rocm:v0.24.0,fp4,4,4,12.7,36.7,"
         "162.0,12187.0,0.5\n"
-        "moonshotai/Kimi-K2.5,mi355x,vllm,vllm/vllm-openai-rocm:v0.21.0,int4,8,4,1.0,2.0,"
+        "moonshotai/Kimi-K2.5,cluster:mi355x-amds,vllm,vllm/vllm-openai-rocm:v0.21.0,int4,8,4,1.0,2.0,"
         "100.0,10000.0,0.9\n")
     kimi27, kimi25 = read_ladders(path, trace="unused.jsonl.gz")
     assert "model.name=kimi-k2.7" in kimi27.overrides
     assert "model.weight_dtype=mxfp4" in kimi27.overrides
     assert "model.name=kimi-k2.5" in kimi25.overrides
     assert "model.weight_dtype=int4" in kimi25.overrides
+    assert "gpu.name=mi355x" in kimi25.overrides  # a runner's name names its part
     assert kimi27.measured["input_tok_s"] == 12187.0
     assert rung_scenario(kimi25, ["workload.trace=x.jsonl"]).model.weight_dtype == "int4"

@@ -108,7 +108,8 @@ def read_ladders(csv_path: str | Path, trace: str | None = None) -> list[Rung]:
         if hf not in models:  # the catalog is read once per model, not once per rung
             models[hf] = _model_name(hf, where)
         model = models[hf]
-        gpu = str(row["hw"]).strip().lower()
+        # a runner's name ("b200-nb", "cluster:mi355x-amds") names its part
+        gpu = nz.normalise_gpu(str(row["hw"])) or str(row["hw"]).strip().lower()
         engine = str(row["framework"]).strip().lower()
         version = engine_version_from_image(str(row["image"])) or ""
         conc = _count(row, "conc", where)

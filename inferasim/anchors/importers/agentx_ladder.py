@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from inferasim.anchors import normalise as nz
 from inferasim.anchors.importers._common import (
     apply_hints,
     check_hints,
@@ -129,7 +130,7 @@ def _record(row, i: int, file: str, *, mixed: bool) -> AnchorRecord:
     conc, tp = int(need("conc")), int(need("tp"))
     itl, out_tps, in_tps = need("mean_itl"), need("output_tput_tps"), need("input_tput_tps")
     requests, duration = need("num_requests_successful"), need("duration_seconds")
-    hw = str(row["hw"]).strip().lower()
+    hw = nz.normalise_gpu(str(row["hw"])) or str(row["hw"]).strip().lower()
     model = regime_from_model_id(str(row["model"]))
     ep = int(num(row.get("ep")) or 1)
     dpa = tp if truthy(row.get("dp_attention")) else 1
