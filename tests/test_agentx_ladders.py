@@ -219,3 +219,15 @@ def test_a_ladder_of_another_model_resolves_its_checkpoint_and_precision(tmp_pat
     assert "gpu.name=mi355x" in kimi25.overrides  # a runner's name names its part
     assert kimi27.measured["input_tok_s"] == 12187.0
     assert rung_scenario(kimi25, ["workload.trace=x.jsonl"]).model.weight_dtype == "int4"
+
+
+def test_a_ladder_of_a_model_the_catalog_lacks_is_skipped_with_a_warning(tmp_path):
+    from inferasim.config.errors import ConfigWarning
+    from inferasim.validate.agentx import read_ladders
+
+    path = tmp_path / "ladders.csv"
+    path.write_text(HEADER + "foo/Bar-9,mi355x,vllm,vllm/x:v0.22.0,fp8,1,4,1,1,1\n"
+                    "MiniMaxAI/MiniMax-M2.5,mi355x,vllm,vllm/x:v0.22.0,fp8,2,4,1,1,100\n")
+    with pytest.warns(ConfigWarning, match="no catalog model for 'foo/Bar-9'.*not replayed"):
+        (rung,) = read_ladders(path, trace="unused.jsonl.gz")
+    assert "model.name=minimax-m2.5" in rung.overrides

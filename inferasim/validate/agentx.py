@@ -23,7 +23,7 @@ from inferasim.anchors import normalise as nz
 from inferasim.anchors.importers.agentx_ladder import cliff_between, weight_dtype
 from inferasim.anchors.normalise import engine_version_from_image
 from inferasim.config.catalog import CATALOG_DIR, SCENARIO_DIR, catalog_names
-from inferasim.config.errors import ConfigError
+from inferasim.config.errors import ConfigError, warn
 from inferasim.config.yaml_tree import load_tree
 
 AGENTIC_DIR = SCENARIO_DIR / "agentic"
@@ -101,13 +101,19 @@ def read_ladders(csv_path: str | Path, trace: str | None = None) -> list[Rung]:
         corpus = (path.parent / CORPUS).resolve()
         trace = str(corpus) if corpus.is_file() else None
     rungs = []
-    models: dict[str, str] = {}
+    models: dict[str, str | None] = {}
+    unknown: dict[str, ConfigError] = {}  # a model the catalog lacks: its ladder is skipped
     for i, row in frame.iterrows():
         where = f"{file} (row {i + 2})"
         hf = str(row["model"])
         if hf not in models:  # the catalog is read once per model, not once per rung
-            models[hf] = _model_name(hf, where)
+            try:
+                models[hf] = _model_name(hf, where)
+            except ConfigError as exc:
+                models[hf], unknown[hf] = None, exc
         model = models[hf]
+        if model is None:
+            continue
         # a runner's name ("b200-nb", "cluster:mi355x-amds") names its part
         gpu = nz.normalise_gpu(str(row["hw"])) or str(row["hw"]).strip().lower()
         engine = str(row["framework"]).strip().lower()
@@ -136,6 +142,10 @@ def read_ladders(csv_path: str | Path, trace: str | None = None) -> list[Rung]:
                     "ttft_mean_s": _number(row, "mean_ttft", where),
                     "ttft_p90_s": _number(row, "p90_ttft", where)}
         rungs.append(Rung(label, conc, tuple(sets), measured))
+    if unknown and not rungs:
+        raise next(iter(unknown.values()))
+    for exc in unknown.values():
+        warn(f"{exc}: its rungs are not replayed")
     return rungs
 
 
