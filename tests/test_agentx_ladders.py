@@ -231,3 +231,19 @@ def test_a_ladder_of_a_model_the_catalog_lacks_is_skipped_with_a_warning(tmp_pat
     with pytest.warns(ConfigWarning, match="no catalog model for 'foo/Bar-9'.*not replayed"):
         (rung,) = read_ladders(path, trace="unused.jsonl.gz")
     assert "model.name=minimax-m2.5" in rung.overrides
+
+
+def test_a_ladder_whose_deployment_cannot_be_expressed_is_skipped_with_a_warning(tmp_path):
+    from inferasim.config.errors import ConfigError, ConfigWarning
+    from inferasim.validate.agentx import expressible_rungs, read_ladders
+
+    path = tmp_path / "ladders.csv"
+    path.write_text(HEADER + "deepseek-ai/DeepSeek-R1-0528,h200,sglang,s:v0.5.9,fp8,2,4,1,1,1\n"
+                    "MiniMaxAI/MiniMax-M2.5,mi355x,vllm,vllm/x:v0.22.0,fp8,2,4,1,1,100\n")
+    rungs = read_ladders(path, trace="unused.jsonl.gz")
+    with pytest.warns(ConfigWarning, match="deepseek-r1.*not replayed.*weights need"):
+        (kept,) = expressible_rungs(rungs)
+    assert "minimax" in kept.ladder
+    # a key of the user's that no rung can take is an error, not a warning per ladder
+    with pytest.raises(ConfigError, match="workload.duration_s"):
+        expressible_rungs(rungs, ["workload.duration_s=-1"])

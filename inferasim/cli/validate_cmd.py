@@ -78,6 +78,7 @@ def agentx(csv_path, overrides, only, ladder_filter, trace, jobs, hold_out, as_j
     from inferasim.validate.agentx import (
         cliff,
         compare_row,
+        expressible_rungs,
         held_out_anchors,
         held_out_errors,
         ladder_held_out_stores,
@@ -94,6 +95,7 @@ def agentx(csv_path, overrides, only, ladder_filter, trace, jobs, hold_out, as_j
         rungs = [r for r in rungs if ladder_filter.lower() in r.ladder.lower()]
     if not rungs:
         raise click.UsageError("no rung of the file is left to replay by --concurrency/--ladder")
+    rungs = expressible_rungs(rungs, overrides)
     knobs = Knobs.from_env()
     with tempfile.TemporaryDirectory(prefix="inferasim-holdout-") as tmp:
         sets = [tuple(overrides)] * len(rungs)

@@ -161,6 +161,31 @@ def rung_scenario(rung: Rung, overrides: Sequence[str] = ()):
     return load_scenario(base, [*rung.overrides, *overrides])
 
 
+def expressible_rungs(rungs: Sequence[Rung], overrides: Sequence[str] = ()) -> list[Rung]:
+    """The rungs whose deployment resolves to a scenario (weights that fit, a layout the
+    catalog allows); each ladder that does not is warned about once and left out. When none
+    does, the first error is raised: then it is the file's or the user's keys, not one
+    deployment."""
+    from inferasim.config.errors import ConfigError
+
+    kept: list[Rung] = []
+    failed: dict[str, ConfigError] = {}
+    for rung in rungs:
+        if rung.ladder in failed:
+            continue
+        try:
+            rung_scenario(rung, overrides)
+        except ConfigError as exc:
+            failed[rung.ladder] = exc
+            continue
+        kept.append(rung)
+    if failed and not kept:
+        raise next(iter(failed.values()))
+    for ladder, exc in failed.items():
+        warn(f"{ladder}: not replayed: {exc}")
+    return kept
+
+
 METRICS = ("prefix_hit_rate", "output_tok_s", "input_tok_s", "ttft_mean_s", "ttft_p90_s")
 
 
