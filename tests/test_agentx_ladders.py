@@ -247,3 +247,18 @@ def test_a_ladder_whose_deployment_cannot_be_expressed_is_skipped_with_a_warning
     # a key of the user's that no rung can take is an error, not a warning per ladder
     with pytest.raises(ConfigError, match="workload.duration_s"):
         expressible_rungs(rungs, ["workload.duration_s=-1"])
+
+
+def test_a_held_out_ladder_keeps_another_builds_anchors_of_its_deployment(tmp_path):
+    from inferasim.anchors.store import read_anchor_file
+    from inferasim.validate.agentx import ladder_held_out_stores, read_ladders
+
+    path = tmp_path / "ladders.csv"
+    path.write_text(HEADER + "amd/MiniMax-M2.5-MXFP4,mi355x,vllm,vllm/vllm-openai-rocm:v0.24.0,"
+                    "fp4,1,4,1,1,100\n")
+    (rung,) = read_ladders(path, trace="unused.jsonl.gz")
+    (store,), held = ladder_held_out_stores([rung], (), tmp_path)
+    assert held == 0  # the shipped ladder of that deployment ran vLLM 0.22.0
+    kept = [a for a in read_anchor_file(store) if a.regime.model == "minimax-m2.5"
+            and a.regime.tp == 1 and a.provenance.engine_version == "0.22.0"]
+    assert kept

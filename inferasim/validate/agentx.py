@@ -264,22 +264,25 @@ def held_out_anchors(rungs: Sequence[Rung], csv_path: str | Path, folder: Path
 
 def _rung_key(rung: Rung) -> tuple:
     keys = dict(s.split("=", 1) for s in rung.overrides)
-    return _ladder_key(keys["model.name"], keys["engine.name"], keys["gpu.name"],
-                       int(keys["parallel.tp"]), keys["model.weight_dtype"])
+    return (_ladder_key(keys["model.name"], keys["engine.name"], keys["gpu.name"],
+                        int(keys["parallel.tp"]), keys["model.weight_dtype"]),
+            keys.get("engine.version") or None)
 
 
 def _record_key(record) -> tuple:
     r = record.regime
-    return _ladder_key(r.model, r.engine, r.gpu, r.tp, r.weight_dtype)
+    return (_ladder_key(r.model, r.engine, r.gpu, r.tp, r.weight_dtype),
+            record.provenance.engine_version or None)
 
 
 def ladder_held_out_stores(rungs: Sequence[Rung], overrides: Sequence[str], folder: Path
                            ) -> tuple[list[Path | None], int]:
     """For each rung, an anchor file of the store its scenario calibrates from less every
-    anchor of its own ladder's deployment (model, engine, GPU, TP and weights: the ladder's
-    rungs, and any other record of that deployment), so a ladder is priced as one no anchor
-    measured: by the prior of its part and engine, or analytically. ``None`` where the
-    scenario uses no anchors. Also how many anchors were held out in all."""
+    anchor of its own ladder's deployment and build (model, engine, GPU, TP, weights and
+    engine version: the ladder's rungs, and any other record of that run), so a ladder is
+    priced as one no anchor measured: by the prior of its part and engine, or analytically.
+    Another build's anchors of the same deployment stay: they are not the measurement being
+    predicted. ``None`` where the scenario uses no anchors. Also how many were held out."""
     from inferasim.anchors.loading import scenario_store
     from inferasim.anchors.store import write_anchor_file
 
