@@ -61,8 +61,9 @@ def _table(rows) -> str:
               help="Local worker processes (default: the CPU count; 1 runs in this process).")
 @click.option("--hold-out", "hold_out", type=click.Choice(["ladder", "none", "rung"]),
               default="ladder", show_default=True,
-              help="ladder: price each ladder with every anchor of its own deployment left "
-                   "out of the store (the shipped anchors hold the ladders), as a deployment "
+              help="ladder: price each ladder with every anchor of its own run (deployment "
+                   "and build) left out of the store (the shipped anchors hold the ladders), "
+                   "as a deployment "
                    "no anchor measured is priced; none: the store as it is (in-sample where "
                    "it holds the ladder); rung: replay each rung below its ladder's measured "
                    "cliff calibrated by its ladder's other rungs alone, and print the median "
@@ -104,8 +105,8 @@ def agentx(csv_path, overrides, only, ladder_filter, trace, jobs, hold_out, as_j
             sets = [(*overrides, f"sim.anchors={path}") if path is not None else tuple(overrides)
                     for path in stores]
             if not as_json:
-                click.echo(f"  each ladder priced without its own deployment's anchors "
-                           f"({held} held out in all)", err=True)
+                click.echo(f"  each ladder priced without its own run's anchors (its deployment "
+                           f"and build; {held} held out in all)", err=True)
         if hold_out == "rung":
             files = held_out_anchors(rungs, csv_path, Path(tmp))
             if not files:
