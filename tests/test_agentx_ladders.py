@@ -262,3 +262,17 @@ def test_a_held_out_ladder_keeps_another_builds_anchors_of_its_deployment(tmp_pa
     kept = [a for a in read_anchor_file(store) if a.regime.model == "minimax-m2.5"
             and a.regime.tp == 1 and a.provenance.engine_version == "0.22.0"]
     assert kept
+
+
+def test_the_markdown_table_carries_every_rung_the_cliffs_and_the_scores():
+    csv = shared_data("agentx-measured", "agentx_dev_ladders.csv")
+    shared_data("agentx-traces", "traces_v8_present.jsonl.gz")
+    result = CliRunner().invoke(cli, ["validate", "agentx", str(csv), "--concurrency", "8",
+                                      "--ladder", "fp4 1x", "--set", "workload.duration_s=300",
+                                      "--jobs", "1", "--markdown"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("| ladder | conc |") and lines[1].startswith("|---|")
+    assert lines[2].startswith("| minimax-m2.5 fp4 1xmi355x vllm 0.22.0 | 8 | 0.956 / ")
+    assert any(ln.startswith("- cliff, minimax-m2.5 fp4") for ln in lines)
+    assert lines[-1] == "- priced with `--hold-out ladder`"

@@ -69,7 +69,9 @@ def _table(rows) -> str:
                    "cliff calibrated by its ladder's other rungs alone, and print the median "
                    "error of output tok/s and mean TTFT over them.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows and cliffs as JSON.")
-def agentx(csv_path, overrides, only, ladder_filter, trace, jobs, hold_out, as_json):
+@click.option("--markdown", is_flag=True,
+              help="Print the table, the cliffs and the scores as Markdown (for docs/).")
+def agentx(csv_path, overrides, only, ladder_filter, trace, jobs, hold_out, as_json, markdown):
     """Replay every rung of the measured AgentX ladders in CSV (agentx_dev_ladders.csv)."""
     import tempfile
     from pathlib import Path
@@ -150,12 +152,34 @@ def agentx(csv_path, overrides, only, ladder_filter, trace, jobs, hold_out, as_j
         click.echo(strict_json.dumps({"rows": rows, "cliffs": cliffs, "scores": scores,
                                       "hold_out": hold_out}))
         return
+    if markdown:
+        click.echo(_markdown(rows, cliffs, scores, hold_out))
+        return
     click.echo(_table(rows))
     for label, c in cliffs.items():
         click.echo(f"cliff {label}: measured {_cliff_text(c['measured'])}, "
                    f"simulated {_cliff_text(c['simulated'])}")
     for label, sc in scores.items():
         click.echo(_score_line(label, sc))
+
+
+def _markdown(rows, cliffs, scores, hold_out: str) -> str:
+    """The table, cliffs and scores as Markdown, each rung measured beside simulated."""
+    lines = ["| ladder | conc | hit meas / sim | out tok/s meas / sim | in tok/s meas / sim "
+             "| TTFT mean meas / sim (s) |", "|---|---:|---|---|---|---|"]
+    def pair(r, metric: str, kind: str) -> str:
+        return f"{_fmt(r[f'measured_{metric}'], kind)} / {_fmt(r[f'simulated_{metric}'], kind)}"
+
+    for r in rows:
+        lines.append(f"| {r['ladder']} | {r['concurrency']} | {pair(r, 'prefix_hit_rate', 'hit')} "
+                     f"| {pair(r, 'output_tok_s', 'tok')} | {pair(r, 'input_tok_s', 'kilo')} "
+                     f"| {pair(r, 'ttft_mean_s', 's')} |")
+    lines.append("")
+    lines += [f"- cliff, {label}: measured {_cliff_text(c['measured'])}, simulated "
+              f"{_cliff_text(c['simulated'])}" for label, c in cliffs.items()]
+    lines += [f"- {_score_line(label, sc)}" for label, sc in scores.items()]
+    lines.append(f"- priced with `--hold-out {hold_out}`")
+    return "\n".join(lines)
 
 
 def _pct(cell) -> str:
