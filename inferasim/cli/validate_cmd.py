@@ -68,10 +68,15 @@ def _table(rows) -> str:
                    "it holds the ladder); rung: replay each rung below its ladder's measured "
                    "cliff calibrated by its ladder's other rungs alone, and print the median "
                    "error of output tok/s and mean TTFT over them.")
+@click.option("--seeds", default=None, metavar="S1,S2,...",
+              help="Replay every rung once per workload seed and report each simulated figure "
+                   "as its median over them (the lanes' draws of the corpus move a rung at the "
+                   "cliff's edge; the range of the hit rate is kept in --json).")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows and cliffs as JSON.")
 @click.option("--markdown", is_flag=True,
               help="Print the table, the cliffs and the scores as Markdown (for docs/).")
-def agentx(csv_path, overrides, only, ladder_filter, trace, jobs, hold_out, as_json, markdown):
+def agentx(csv_path, overrides, only, ladder_filter, trace, jobs, hold_out, seeds, as_json,
+           markdown):
     """Replay every rung of the measured AgentX ladders in CSV (agentx_dev_ladders.csv)."""
     import tempfile
     from pathlib import Path
@@ -86,6 +91,7 @@ def agentx(csv_path, overrides, only, ladder_filter, trace, jobs, hold_out, as_j
         held_out_errors,
         ladder_held_out_stores,
         ladder_scores,
+        median_row,
         read_ladders,
         rung_scenario,
     )
@@ -116,16 +122,24 @@ def agentx(csv_path, overrides, only, ladder_filter, trace, jobs, hold_out, as_j
                                        "its ladder to be calibrated by")
             rungs = [r for i, r in enumerate(rungs) if i in files]
             sets = [(*overrides, f"sim.anchors={path}") for path in files.values()]
-        tasks = [(rung_scenario(rung, keys), knobs) for rung, keys in zip(rungs, sets,
-                                                                         strict=True)]
+        seed_list = _seed_list(seeds)
+        runs = [(i, seed) for i in range(len(rungs)) for seed in seed_list]
+        tasks = [(rung_scenario(rungs[i], sets[i] if seed is None
+                                else (*sets[i], f"workload.seed={seed}")), knobs)
+                 for i, seed in runs]
         summaries: list = [None] * len(tasks)
         with make_executor(jobs) as ex:
             for index, (summary, _) in ex.run(run_replay, tasks):
                 summaries[index] = summary
                 if not as_json:
-                    click.echo(f"  replayed {rungs[index].ladder} c{rungs[index].concurrency}",
-                               err=True)
-    rows = [compare_row(r, s) for r, s in zip(rungs, summaries, strict=True)]
+                    rung = rungs[runs[index][0]]
+                    seed = "" if runs[index][1] is None else f" seed {runs[index][1]}"
+                    click.echo(f"  replayed {rung.ladder} c{rung.concurrency}{seed}", err=True)
+    per_rung: list[list] = [[] for _ in rungs]
+    for (i, _), summary in zip(runs, summaries, strict=True):
+        per_rung[i].append(compare_row(rungs[i], summary))
+    rows = [median_row(group) for group in per_rung]
+    summaries = [summaries[n] for n, (_, seed) in enumerate(runs) if seed == seed_list[0]]
     if hold_out == "rung":
         for row, summary in zip(rows, summaries, strict=True):
             row["calibration"] = summary.get("calibration", {}).get("mode")
@@ -150,7 +164,7 @@ def agentx(csv_path, overrides, only, ladder_filter, trace, jobs, hold_out, as_j
         scores[label] = ladder_scores(mine)
     if as_json:
         click.echo(strict_json.dumps({"rows": rows, "cliffs": cliffs, "scores": scores,
-                                      "hold_out": hold_out}))
+                                      "hold_out": hold_out, "seeds": seed_list}))
         return
     if markdown:
         click.echo(_markdown(rows, cliffs, scores, hold_out))
@@ -180,6 +194,20 @@ def _markdown(rows, cliffs, scores, hold_out: str) -> str:
     lines += [f"- {_score_line(label, sc)}" for label, sc in scores.items()]
     lines.append(f"- priced with `--hold-out {hold_out}`")
     return "\n".join(lines)
+
+
+def _seed_list(text: str | None) -> list[int | None]:
+    """``--seeds``: the workload seeds, or [None] (the scenario's own) when not given."""
+    if not text:
+        return [None]
+    try:
+        out = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise click.UsageError(f"--seeds: expected integers separated by commas, got "
+                               f"{text!r}") from None
+    if not out or min(out) < 0:
+        raise click.UsageError(f"--seeds: expected non-negative integers, got {text!r}")
+    return out
 
 
 def _pct(cell) -> str:

@@ -203,6 +203,23 @@ def compare_row(rung: Rung, summary: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+def median_row(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One rung's rows (one per seed) as one: every simulated figure its median over them;
+    with several, the hit rate's range and the seeds' count beside it."""
+    import numpy as np
+
+    if len(rows) == 1:
+        return dict(rows[0])
+    out = dict(rows[0])
+    for key in out:
+        if key.startswith("simulated_"):
+            out[key] = float(np.median([r[key] for r in rows]))
+    hits = [r["simulated_prefix_hit_rate"] for r in rows]
+    out["simulated_prefix_hit_rate_range"] = [min(hits), max(hits)]
+    out["seeds"] = len(rows)
+    return out
+
+
 def cliff(rows: Sequence[dict[str, Any]], prefix: str) -> tuple[int, int] | None:
     """Where one ladder falls off, measured or simulated (``prefix``): the rungs either side
     of the first step whose hit rate drops from >= 0.5 to < 0.2; on a ladder whose
