@@ -271,7 +271,19 @@ def test_the_markdown_table_carries_every_rung_the_cliffs_and_the_scores():
     assert lines[0].startswith("| ladder | conc |") and lines[1].startswith("|---|")
     assert lines[2].startswith("| minimax-m2.5 fp4 1xmi355x vllm 0.22.0 | 8 | 0.956 / ")
     assert any(ln.startswith("- cliff, minimax-m2.5 fp4") for ln in lines)
-    assert lines[-1] == "- priced with `--hold-out ladder`"
+    assert lines[-1] == ("- priced with `--hold-out ladder`, each figure the median over "
+                         "seeds 1, 2, 3, 4, 5")
+
+
+def test_a_seed_the_user_sets_is_the_one_replayed(tmp_path):
+    csv = shared_data("agentx-measured", "agentx_dev_ladders.csv")
+    shared_data("agentx-traces", "traces_v8_present.jsonl.gz")
+    result = CliRunner().invoke(cli, ["validate", "agentx", str(csv), "--concurrency", "8",
+                                      "--ladder", "fp4 1x", "--set", "workload.duration_s=120",
+                                      "--set", "workload.seed=7", "--jobs", "1", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["seeds"] == [None] and "seeds" not in data["rows"][0]
 
 
 def test_a_rung_over_several_seeds_is_the_median_of_each_figure():

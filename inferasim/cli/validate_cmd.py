@@ -71,7 +71,8 @@ def _table(rows) -> str:
 @click.option("--seeds", default=None, metavar="S1,S2,...",
               help="Replay every rung once per workload seed and report each simulated figure "
                    "as its median over them (the lanes' draws of the corpus move a rung at the "
-                   "cliff's edge; the range of the hit rate is kept in --json).")
+                   "cliff's edge; the range of the hit rate is kept in --json). Default "
+                   "1,2,3,4,5, or the one seed a --set workload.seed=N names.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows and cliffs as JSON.")
 @click.option("--markdown", is_flag=True,
               help="Print the table, the cliffs and the scores as Markdown (for docs/).")
@@ -122,7 +123,7 @@ def agentx(csv_path, overrides, only, ladder_filter, trace, jobs, hold_out, seed
                                        "its ladder to be calibrated by")
             rungs = [r for i, r in enumerate(rungs) if i in files]
             sets = [(*overrides, f"sim.anchors={path}") for path in files.values()]
-        seed_list = _seed_list(seeds)
+        seed_list = _seed_list(seeds, overrides)
         runs = [(i, seed) for i in range(len(rungs)) for seed in seed_list]
         tasks = [(rung_scenario(rungs[i], sets[i] if seed is None
                                 else (*sets[i], f"workload.seed={seed}")), knobs)
@@ -167,7 +168,7 @@ def agentx(csv_path, overrides, only, ladder_filter, trace, jobs, hold_out, seed
                                       "hold_out": hold_out, "seeds": seed_list}))
         return
     if markdown:
-        click.echo(_markdown(rows, cliffs, scores, hold_out))
+        click.echo(_markdown(rows, cliffs, scores, hold_out, seed_list))
         return
     click.echo(_table(rows))
     for label, c in cliffs.items():
@@ -177,7 +178,7 @@ def agentx(csv_path, overrides, only, ladder_filter, trace, jobs, hold_out, seed
         click.echo(_score_line(label, sc))
 
 
-def _markdown(rows, cliffs, scores, hold_out: str) -> str:
+def _markdown(rows, cliffs, scores, hold_out: str, seeds: list[int | None]) -> str:
     """The table, cliffs and scores as Markdown, each rung measured beside simulated."""
     lines = ["| ladder | conc | hit meas / sim | out tok/s meas / sim | in tok/s meas / sim "
              "| TTFT mean meas / sim (s) |", "|---|---:|---|---|---|---|"]
@@ -192,14 +193,26 @@ def _markdown(rows, cliffs, scores, hold_out: str) -> str:
     lines += [f"- cliff, {label}: measured {_cliff_text(c['measured'])}, simulated "
               f"{_cliff_text(c['simulated'])}" for label, c in cliffs.items()]
     lines += [f"- {_score_line(label, sc)}" for label, sc in scores.items()]
-    lines.append(f"- priced with `--hold-out {hold_out}`")
+    lines.append(f"- priced with `--hold-out {hold_out}`" + (
+        "" if seeds == [None] else f", each figure the median over seeds "
+                                   f"{', '.join(map(str, seeds))}"))
     return "\n".join(lines)
 
 
-def _seed_list(text: str | None) -> list[int | None]:
-    """``--seeds``: the workload seeds, or [None] (the scenario's own) when not given."""
-    if not text:
-        return [None]
+#: The workload seeds a ladder is replayed at by default: one seed's reading of a rung at the
+#: cliff's edge is one draw of a wide spread (docs/engines.md, "The AgentX cliff").
+DEFAULT_SEEDS = "1,2,3,4,5"
+
+
+def _seed_list(text: str | None, overrides=()) -> list[int | None]:
+    """``--seeds``: the workload seeds; not given, DEFAULT_SEEDS, or [None] (the one seed the
+    user's ``--set workload.seed=N`` names)."""
+    if text is None:
+        if any(o.split("=", 1)[0].strip() == "workload.seed" for o in overrides):
+            return [None]
+        text = DEFAULT_SEEDS
+    if not text.strip():
+        raise click.UsageError("--seeds: expected integers separated by commas, got ''")
     try:
         out = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
