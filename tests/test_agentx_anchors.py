@@ -112,8 +112,8 @@ def test_a_rung_with_no_itl_is_refused_by_row_and_column(ladders, tmp_path):
 def test_validate_agentx_hold_out_rung_calibrates_each_rung_by_its_neighbours(ladders):
     shared_data("agentx-traces", "traces_v8_present.jsonl.gz")
     out = CliRunner().invoke(cli, ["validate", "agentx", str(ladders), "--ladder", "fp4 1x",
-                                   "--concurrency", "4,8", "--hold-out", "rung", "--jobs", "1",
-                                   "--json"])
+                                   "--concurrency", "4,8", "--hold-out", "rung", "--seeds", "42",
+                                   "--jobs", "1", "--json"])
     assert out.exit_code == 0, out.output
     data = json.loads(out.output)
     assert [r["concurrency"] for r in data["rows"]] == [4, 8]
