@@ -63,8 +63,8 @@ def _table(rows) -> str:
               default="ladder", show_default=True,
               help="ladder: price each ladder with every anchor of its own run (deployment "
                    "and build) left out of the store (the shipped anchors hold the ladders), "
-                   "as a deployment "
-                   "no anchor measured is priced; none: the store as it is (in-sample where "
+                   "as a deployment no anchor measured is priced; none: the store as it is "
+                   "(in-sample where "
                    "it holds the ladder); rung: replay each rung below its ladder's measured "
                    "cliff calibrated by its ladder's other rungs alone, and print the median "
                    "error of output tok/s and mean TTFT over them.")
@@ -97,6 +97,7 @@ def agentx(csv_path, overrides, only, ladder_filter, trace, jobs, hold_out, seed
         rung_scenario,
     )
 
+    seed_list = _seed_list(seeds, overrides)
     rungs = read_ladders(csv_path, trace)
     wanted = parse_concurrency(only)
     if wanted is not None:
@@ -123,7 +124,6 @@ def agentx(csv_path, overrides, only, ladder_filter, trace, jobs, hold_out, seed
                                        "its ladder to be calibrated by")
             rungs = [r for i, r in enumerate(rungs) if i in files]
             sets = [(*overrides, f"sim.anchors={path}") for path in files.values()]
-        seed_list = _seed_list(seeds, overrides)
         runs = [(i, seed) for i in range(len(rungs)) for seed in seed_list]
         tasks = [(rung_scenario(rungs[i], sets[i] if seed is None
                                 else (*sets[i], f"workload.seed={seed}")), knobs)
@@ -176,6 +176,8 @@ def agentx(csv_path, overrides, only, ladder_filter, trace, jobs, hold_out, seed
                    f"simulated {_cliff_text(c['simulated'])}")
     for label, sc in scores.items():
         click.echo(_score_line(label, sc))
+    if seed_list != [None]:
+        click.echo(f"each simulated figure the median over seeds {', '.join(map(str, seed_list))}")
 
 
 def _markdown(rows, cliffs, scores, hold_out: str, seeds: list[int | None]) -> str:
