@@ -166,8 +166,6 @@ def expressible_rungs(rungs: Sequence[Rung], overrides: Sequence[str] = ()) -> l
     catalog allows); each ladder that does not is warned about once and left out. When none
     does, the first error is raised: then it is the file's or the user's keys, not one
     deployment."""
-    from inferasim.config.errors import ConfigError
-
     kept: list[Rung] = []
     failed: dict[str, ConfigError] = {}
     for rung in rungs:
@@ -247,6 +245,21 @@ def _ladder_key(model: str | None, engine: str | None, gpu: str | None, tp: int 
     return (model, engine, gpu, int(tp or 0), weight)
 
 
+def _rung_keys(rung: Rung) -> dict[str, str]:
+    return dict(s.split("=", 1) for s in rung.overrides)
+
+
+def _rung_deployment(rung: Rung) -> tuple:
+    keys = _rung_keys(rung)
+    return _ladder_key(keys["model.name"], keys["engine.name"], keys["gpu.name"],
+                       int(keys["parallel.tp"]), keys["model.weight_dtype"])
+
+
+def _record_deployment(record) -> tuple:
+    r = record.regime
+    return _ladder_key(r.model, r.engine, r.gpu, r.tp, r.weight_dtype)
+
+
 def held_out_anchors(rungs: Sequence[Rung], csv_path: str | Path, folder: Path
                      ) -> dict[int, Path]:
     """For each rung below its ladder's measured cliff (the rungs
@@ -259,15 +272,10 @@ def held_out_anchors(rungs: Sequence[Rung], csv_path: str | Path, folder: Path
     anchors = import_agentx_ladder(csv_path)   # its rungs past the cliff as mixed steps
     by_ladder: dict[tuple, list] = {}
     for a in anchors:
-        reg = a.regime
-        by_ladder.setdefault(_ladder_key(reg.model, reg.engine, reg.gpu, reg.tp,
-                                         reg.weight_dtype), []).append(a)
+        by_ladder.setdefault(_record_deployment(a), []).append(a)
     out: dict[int, Path] = {}
     for i, rung in enumerate(rungs):
-        keys = dict(s.split("=", 1) for s in rung.overrides)
-        mine = by_ladder.get(_ladder_key(keys["model.name"], keys["engine.name"],
-                                         keys["gpu.name"], int(keys["parallel.tp"]),
-                                         keys["model.weight_dtype"]), [])
+        mine = by_ladder.get(_rung_deployment(rung), [])
         own = [a for a in mine if a.workload.concurrency == rung.concurrency
                and a.workload.prefill_per_step is None]
         others = [a for a in mine if a.workload.concurrency != rung.concurrency]
@@ -280,16 +288,13 @@ def held_out_anchors(rungs: Sequence[Rung], csv_path: str | Path, folder: Path
 
 
 def _rung_key(rung: Rung) -> tuple:
-    keys = dict(s.split("=", 1) for s in rung.overrides)
-    return (_ladder_key(keys["model.name"], keys["engine.name"], keys["gpu.name"],
-                        int(keys["parallel.tp"]), keys["model.weight_dtype"]),
-            keys.get("engine.version") or None)
+    """A rung's run: its deployment and engine build."""
+    return _rung_deployment(rung), _rung_keys(rung).get("engine.version") or None
 
 
 def _record_key(record) -> tuple:
-    r = record.regime
-    return (_ladder_key(r.model, r.engine, r.gpu, r.tp, r.weight_dtype),
-            record.provenance.engine_version or None)
+    """The run an anchor measured: its deployment and engine build."""
+    return _record_deployment(record), record.provenance.engine_version or None
 
 
 def ladder_held_out_stores(rungs: Sequence[Rung], overrides: Sequence[str], folder: Path
@@ -332,12 +337,17 @@ def _error_cell(errors: Sequence[float]) -> dict[str, float | None]:
     return {"median_abs": float(np.median(np.abs(errs))), "median_signed": float(np.median(errs))}
 
 
+def _errors(rows: Sequence[dict[str, Any]], metric: str) -> list[float]:
+    """simulated / measured - 1 of ``metric`` on every row that measured it (not NaN, not 0)."""
+    return [r[f"simulated_{metric}"] / r[f"measured_{metric}"] - 1.0
+            for r in rows if r[f"measured_{metric}"] > 0]
+
+
 def held_out_errors(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
     """Median absolute and signed error of output tok/s and mean TTFT over ``rows``."""
     out = {}
     for metric in ("output_tok_s", "ttft_mean_s"):
-        errs = [r[f"simulated_{metric}"] / r[f"measured_{metric}"] - 1.0
-                for r in rows if r[f"measured_{metric}"] > 0]
+        errs = _errors(rows, metric)
         out[metric] = {"n": len(errs), **_error_cell(errs)}
     return out
 
@@ -357,23 +367,14 @@ def ladder_scores(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         for r in mine:
             (past if edge is not None and r["concurrency"] > edge[0] else before).append(r)
 
-    def err(r: dict[str, Any], metric: str) -> float | None:
-        measured = r[f"measured_{metric}"]
-        if not measured > 0:  # NaN or zero: nothing to divide by
-            return None
-        return r[f"simulated_{metric}"] / measured - 1.0
-
-    def errors(group, metric):
-        return [e for e in (err(r, metric) for r in group) if e is not None]
-
     out: dict[str, Any] = {"before_cliff": {"rungs": len(before)}, "past_cliff": {"rungs": len(past)}}
     for metric in ("output_tok_s", "ttft_mean_s"):
-        out["before_cliff"][metric] = _error_cell(errors(before, metric))
-    out_past, ttft_past = errors(past, "output_tok_s"), errors(past, "ttft_mean_s")
+        out["before_cliff"][metric] = _error_cell(_errors(before, metric))
+    out_past, ttft_past = _errors(past, "output_tok_s"), _errors(past, "ttft_mean_s")
     out["past_cliff"].update(
         output_within_30pct=sum(abs(x) <= 0.30 for x in out_past),
         ttft_within_2x=sum(0.5 <= 1 + x <= 2.0 for x in ttft_past),
-        input_tok_s=_error_cell(errors(past, "input_tok_s")))
+        input_tok_s=_error_cell(_errors(past, "input_tok_s")))
     hits = [abs(r["simulated_prefix_hit_rate"] - r["measured_prefix_hit_rate"]) for r in rows
             if not math.isnan(r["measured_prefix_hit_rate"])]
     out["hit_rate"] = {"rungs": len(hits), "within_0.05": sum(h <= 0.05 for h in hits),
