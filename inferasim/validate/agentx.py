@@ -20,7 +20,7 @@ import attrs
 import pandas as pd
 
 from inferasim.anchors import normalise as nz
-from inferasim.anchors.importers.agentx_ladder import cliff_between, weight_dtype
+from inferasim.anchors.importers.agentx_ladder import cliff_between, gpu_part, weight_dtype
 from inferasim.anchors.normalise import engine_version_from_image
 from inferasim.config.catalog import CATALOG_DIR, SCENARIO_DIR, catalog_names
 from inferasim.config.errors import ConfigError, warn
@@ -114,8 +114,7 @@ def read_ladders(csv_path: str | Path, trace: str | None = None) -> list[Rung]:
         model = models[hf]
         if model is None:
             continue
-        # a runner's name ("b200-nb", "cluster:mi355x-amds") names its part
-        gpu = nz.normalise_gpu(str(row["hw"])) or str(row["hw"]).strip().lower()
+        gpu = gpu_part(str(row["hw"]))
         engine = str(row["framework"]).strip().lower()
         version = engine_version_from_image(str(row["image"])) or ""
         conc = _count(row, "conc", where)

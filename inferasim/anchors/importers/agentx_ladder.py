@@ -83,6 +83,12 @@ def weight_dtype(precision: str, hw: str, where: str) -> str:
                       "bf16", file=where, key="precision")
 
 
+def gpu_part(hw: str) -> str:
+    """The part a ladder's ``hw`` names: a runner's name ("b200-nb", "cluster:mi355x-amds")
+    read as the anchors read it, else the name as written."""
+    return nz.normalise_gpu(hw) or hw.strip().lower()
+
+
 def import_agentx_ladder(path: str | Path, hints: Mapping[str, Any] | None = None, *,
                          below_cliff: bool = False) -> list[AnchorRecord]:
     path = need_file(path)
@@ -130,7 +136,7 @@ def _record(row, i: int, file: str, *, mixed: bool) -> AnchorRecord:
     conc, tp = int(need("conc")), int(need("tp"))
     itl, out_tps, in_tps = need("mean_itl"), need("output_tput_tps"), need("input_tput_tps")
     requests, duration = need("num_requests_successful"), need("duration_seconds")
-    hw = nz.normalise_gpu(str(row["hw"])) or str(row["hw"]).strip().lower()
+    hw = gpu_part(str(row["hw"]))
     model = regime_from_model_id(str(row["model"]))
     ep = int(num(row.get("ep")) or 1)
     dpa = tp if truthy(row.get("dp_attention")) else 1
