@@ -294,6 +294,38 @@ def _signed(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:+.1f}%"
 
 
+@anchors.command("occupancy")
+@anchors_option("Anchor folder or file (default: the shipped anchors/).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def occupancy_cmd(folder: Path | None, old_dir: Path | None, as_json: bool) -> None:
+    """Each deployment's mean KV occupancy by Little's law (requests past their first token
+    x their mean context), per ISL/OSL and load, beside the memory model's pool and the
+    pool the anchors show where they hit a ceiling below it (the replay then runs at that
+    pool; docs/anchors.md "The KV pool the anchors ran at")."""
+    from inferasim.anchors.store import AnchorStore
+    from inferasim.validate.occupancy import format_table, occupancy_tables
+
+    store = AnchorStore.load(_anchor_folder(folder, old_dir, "--dir"))
+    tables = occupancy_tables(list(store))
+    if as_json:
+        click.echo(json.dumps([{
+            "regime": t.label, "model_pool_tokens": t.model_pool_tokens, "problem": t.problem,
+            "ceiling": None if t.ceiling is None else {
+                "pool_tokens": t.ceiling.pool_tokens,
+                "occupancy_tokens": round(t.ceiling.occupancy_tokens),
+                "anchors": list(t.ceiling.anchors)},
+            "anchors": [{"id": o.anchor, "isl": o.isl, "osl": o.osl, "clients": o.clients,
+                         "running": round(o.running, 2), "occupied_tokens": round(o.occupied)}
+                        for o in t.rows]} for t in tables], indent=1))
+        return
+    for t in tables:
+        click.echo(format_table(t))
+        click.echo("")
+    shown = sum(t.ceiling is not None for t in tables)
+    click.echo(f"{len(tables)} deployment(s) with closed-loop anchors Little's law reads; "
+               f"{shown} with a KV ceiling below the memory model's pool")
+
+
 @anchors.command("validate")
 @click.argument("old_folder", metavar="[FOLDER]", required=False,
                 type=click.Path(path_type=Path))

@@ -72,6 +72,7 @@ from inferasim.config.knobs import Knobs
 from inferasim.config.loader import catalog_model, rank_scenario
 from inferasim.config.scenario import ParallelSpec, Scenario
 from inferasim.cost.calibration_report import calibration_report
+from inferasim.cost.kv_ceiling import KvCeiling, read_ceiling
 from inferasim.cost.oracle import AnalyticOracle, StepBatch, StepCost
 from inferasim.cost.prior import PooledPrior, reading
 from inferasim.cost.ratio_table import pooled_trend, ratio_at, trend_held
@@ -130,12 +131,14 @@ class CalibratedOracle:
         self._lone_prefills: dict[tuple, float] = {}
         self._wave_prefills: dict[tuple, float] = {}
         self._pools: dict[tuple, int] = {}
+        self._ceilings: dict[tuple, KvCeiling | None] = {}
         self._ratio_cache: dict[tuple[int, int], float] = {}
         self._context_slopes: dict[int, float] = {}
         self._notes: list[str] = []
         self.points: list[AnchorPoint] = []
         # the lowest-concurrency anchor's TTFT per ISL the prefill fit read
         self.prefill_points: list[TtftRow] = []
+        self.kv_ceiling: KvCeiling | None = None
         self.prefill_slope = 1.0
         # Engine seconds every step that prefills pays on top of the transported analytic
         # step, read from the decode stalls the anchors measured (``_prefill_stalls``).
@@ -180,6 +183,8 @@ class CalibratedOracle:
             # reads the decode ratios (the wait). Refused coverage keeps the slope at 1: the
             # prefill stays analytic, the time outside the engine is still the anchors'.
             self._fit_prefill(self._usable, fit_slope=self.result.prefill_calibrated)
+        # the pool the target's own deployment ran at, where its anchors show one
+        self.kv_ceiling = self._target_ceiling() if self.calibrated else None
         self._frontend_modelled = bool(self.calibrated and self.prefill_points)
         self._prefill_calibrated = self._frontend_modelled and self.result.prefill_calibrated
         if self.calibrated and not self._prefill_calibrated and self._mixed:
@@ -270,10 +275,14 @@ class CalibratedOracle:
                 model = self._models[(reg.model, dtype)] = catalog_model(reg.model, dtype)
         return attrs.evolve(sc, model=model, parallel=parallel, engine=engine)
 
+    @staticmethod
+    def _anchor_key(sc: Scenario) -> tuple:
+        return (sc.parallel.tp, sc.parallel.ep, sc.parallel.dp_attention, sc.parallel.dcp,
+                sc.kv_dtype, sc.model.name, sc.model.weight_dtype)
+
     def _anchor_oracle(self, record) -> tuple[AnalyticOracle, tuple]:
         sc = self._anchor_scenario(record)
-        key = (sc.parallel.tp, sc.parallel.ep, sc.parallel.dp_attention, sc.parallel.dcp,
-               sc.kv_dtype, sc.model.name, sc.model.weight_dtype)
+        key = self._anchor_key(sc)
         if key not in self._oracles:
             self._oracles[key] = self._analytic(sc)
         return self._oracles[key], key
@@ -562,14 +571,32 @@ class CalibratedOracle:
     def _pool_tokens(self, record) -> int:
         """KV pool tokens of one scheduler of the anchor's deployment (each attention-DP rank
         has its own), remembered per regime: the memory model's, since a pool the target
-        states (``engine.kv_pool_tokens``) is the target's, not the measured deployment's."""
-        oracle, key = self._anchor_oracle(record)
+        states (``engine.kv_pool_tokens``) is the target's, not the measured deployment's.
+        A pool the anchors show (``kv_ceiling``) sizes the target's replay, not these
+        readings: their steps, read from TPOT, carry the prefill stalls of the load they ran
+        at, and read at the smaller pool's batch those stalls would be priced twice
+        (docs/anchors.md, "The KV pool the anchors ran at")."""
+        return self._model_pool(self._anchor_oracle(record)[1])
+
+    def _model_pool(self, key: tuple) -> int:
         pool = self._pools.get(key)
         if pool is None:
-            sc = oracle.scenario
+            sc = self._oracles[key].scenario
             own = attrs.evolve(sc, engine=attrs.evolve(sc.engine, kv_pool_tokens=None))
             pool = self._pools[key] = memory_plan(own).kv_pool_tokens
         return pool
+
+    def _ceiling(self, key: tuple, build: str | None) -> KvCeiling | None:
+        """The pool the regime's anchors of one build ran at, where they show one below the
+        memory model's (``kv_ceiling.read_ceiling``), remembered."""
+        if (key, build) not in self._ceilings:
+            mine = [r for r in (self.result.usable if self.result is not None else ())
+                    if r.provenance.build == build and self._anchor_oracle(r)[1] == key]
+            sc = self._oracles[key].scenario
+            self._ceilings[(key, build)] = read_ceiling(
+                mine, self._model_pool(key), sc.engine.chunked_prefill_size,
+                sc.speculative.tokens_per_step)
+        return self._ceilings[(key, build)]
 
     def _ttft_row(self, record) -> TtftRow:
         """An anchor's TTFT with the parts the model explains: its analytic lone prefill, the
@@ -864,6 +891,31 @@ class CalibratedOracle:
         return times
 
     # -- report ---------------------------------------------------------------------------
+    def _target_ceiling(self) -> KvCeiling | None:
+        """The measured pool of the target's deployment: the ceiling of the build most of its
+        anchors come from, read at the target's own layout and KV dtype."""
+        mine = self._anchor_key(self.scenario)
+        builds: dict[str | None, int] = {}
+        for record in self._usable:
+            if self._anchor_oracle(record)[1] == mine:
+                builds[record.provenance.build] = builds.get(record.provenance.build, 0) + 1
+        if not builds:
+            return None
+        build = max(builds, key=lambda b: (builds[b], b or ""))
+        return self._ceiling(mine, build)
+
+    @property
+    def kv_reserve_gib(self) -> float:
+        """GiB per GPU the measured pool says the engine holds beyond the memory model: what
+        leaves the target's pool at the ceiling's size (0 without a ceiling)."""
+        if self.kv_ceiling is None:
+            return 0.0
+        sc = self._oracles[self._anchor_key(self.scenario)].scenario
+        plan = memory_plan(attrs.evolve(sc, engine=attrs.evolve(sc.engine,
+                                                                kv_pool_tokens=None)))
+        gap = plan.kv_pool_tokens - self.kv_ceiling.pool_tokens
+        return max(0.0, gap * plan.kv_bytes_per_token / 2**30)
+
     def _report(self) -> dict[str, Any]:
         return calibration_report(self)
 
@@ -921,6 +973,17 @@ def _analytic_prefill_seconds(oracle: AnalyticOracle, isl: int) -> float:
                                        prefill_samples=1 if last else 0)).seconds
         done += c
     return total
+
+
+def with_measured_pool(scenario: Scenario, oracle) -> Scenario:
+    """``scenario`` with the KV pool its anchors ran at (``CalibratedOracle.kv_ceiling``): the
+    memory the engine held beyond the memory model, per GPU, reserved on top of
+    ``engine.reserve_gib``. A pool the scenario states is left as it is."""
+    reserve = getattr(oracle, "kv_reserve_gib", 0.0)
+    if not reserve or scenario.engine.kv_pool_tokens is not None:
+        return scenario
+    eng = scenario.engine
+    return attrs.evolve(scenario, engine=attrs.evolve(eng, reserve_gib=eng.reserve_gib + reserve))
 
 
 def oracle_for(scenario: Scenario, knobs: Knobs | None = None, store=None, *,

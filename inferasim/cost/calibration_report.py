@@ -64,6 +64,12 @@ def calibration_report(oracle) -> dict[str, Any]:
         notes.append("the anchors' TTFT includes the wait for SGLang's next read of new "
                      f"requests (receive interval {', '.join(map(str, polled))}: half "
                      "that many decode steps), read as engine time, not frontend latency")
+    ceiling = oracle.kv_ceiling
+    if ceiling is not None:
+        notes.append(f"the replay's KV pool is the {ceiling.pool_tokens:,} tokens "
+                     f"{len(ceiling.anchors)} anchor(s) ran at (Little's law on their TTFT "
+                     f"and e2e latency), not the memory model's {ceiling.model_pool_tokens:,}: "
+                     f"{oracle.kv_reserve_gib:.1f} GiB per GPU the engine held beyond it")
     note = (f"{len(used)} anchor(s), decode ratio {min(table.values()):.3g}-"
             f"{max(table.values()):.3g} over concurrency {lo}-{hi} ({ends}); "
             f"prefill {prefill}{carried}" + ("; build crossed" if crossed else ""))
@@ -72,6 +78,11 @@ def calibration_report(oracle) -> dict[str, Any]:
            "refused": refused,
            "crossed_build": crossed, "notes": notes, "fallback": None, "prefill": prefill,
            "decode_ratio": table}
+    if ceiling is not None:
+        out["kv_pool_measured"] = {
+            "pool_tokens": ceiling.pool_tokens, "model_pool_tokens": ceiling.model_pool_tokens,
+            "occupancy_tokens": int(round(ceiling.occupancy_tokens)),
+            "reserve_gib": round(oracle.kv_reserve_gib, 2), "anchors": list(ceiling.anchors)}
     if oracle._mixed_readings:
         out["prefill_slope"] = round(oracle.prefill_slope, 4)
         out["prefill_mixed_steps"] = {i: round(r, 4) for i, r in oracle._mixed_readings}

@@ -13,7 +13,7 @@ from inferasim.arch.memory import MemoryPlan, memory_plan
 from inferasim.config.errors import ConfigError
 from inferasim.config.knobs import Knobs
 from inferasim.config.scenario import Scenario
-from inferasim.cost.calibrated import oracle_for
+from inferasim.cost.calibrated import oracle_for, with_measured_pool
 from inferasim.serve.clients import RequestLog, closed_loop_client, open_loop_arrivals
 from inferasim.serve.topology import build_topology
 from inferasim.workload.sources import WorkloadSource, workload_source
@@ -184,6 +184,14 @@ def _simulate(scenario: Scenario, knobs: Knobs | None, oracle, source: WorkloadS
         oracles.append(made)
         return made
 
+    if oracle is None and scenario.topology.kind == "colocated" \
+            and scenario.engine.kv_pool_tokens is None:
+        # the pool the deployment's anchors ran at, where they show one smaller than the
+        # memory model's (kv_ceiling): the oracle calibrates first, then sizes the pool
+        rank_level = scenario.parallel.dp_attention > 1
+        made = oracle_for(scenario, knobs, store, rank_level=rank_level)
+        scenario = with_measured_pool(scenario, made)
+        made_for[(id(scenario), rank_level)] = (scenario, made)
     topology = build_topology(env, scenario, knobs, source.block_tokens, make_oracle)
     log = RequestLog(env, wl.max_requests, rows)
     if rows is not None:
