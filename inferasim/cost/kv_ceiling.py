@@ -3,12 +3,13 @@
 A closed loop of ``N`` clients without think time keeps, on average, ``N x (1 - TTFT / E2E)``
 requests past their first token: those hold their whole context in the KV pool, the rest wait
 for it or for their prefill. Times the mean resident context (``ISL + OSL / 2``) that is the
-pool's mean occupancy. Where several anchors of one deployment, at different prompt lengths
-and loads, all queue (their clients' contexts well beyond what runs) yet hold the same
-occupancy, and that occupancy is well below what an engine prefilling a full chunk every step
-would keep (it prefills ``chunk x (OSL - 1) / tokens per step`` prompt tokens over one
-request's decode), the prompts waited for memory, not for the engine: the occupancy is the
-pool the engine really had. docs/anchors.md ("The KV pool the anchors ran at") gives the
+pool's mean occupancy. Where the most-occupied anchors of one deployment, at different prompt
+lengths and loads, queue (their clients' contexts well beyond what runs) yet hold the same
+occupancy, no anchor holds more, and that occupancy is well below what an engine prefilling a
+full chunk every step would keep (it prefills ``chunk x (OSL - 1) / tokens per step`` prompt
+tokens over one request's decode), the prompts waited for memory, not for the engine: the
+occupancy is the pool the engine really had. The thresholds below are choices, not fits
+(docs/anchors.md says how the reading behaves over the shipped anchors when they move). docs/anchors.md ("The KV pool the anchors ran at") gives the
 evidence: the GLM-5 ISL grid holds 205-217k tokens from 6k prompts at 48 clients to 16k at 64,
 where the memory model gives 330k.
 """
