@@ -164,6 +164,16 @@ def test_the_glm5_grid_shows_its_pool_and_the_replay_runs_at_it(glm5, grid_store
     assert simulate(stated, store=grid_store).kv_pool_tokens == 300_000
 
 
+def test_the_projection_sizes_its_batch_cap_at_the_measured_pool(glm5, grid_store):
+    from inferasim.sweep.projection import project
+
+    oracle = CalibratedOracle(glm5, grid_store)
+    resident = glm5.workload.isl + glm5.workload.osl / 2
+    got = project(glm5, oracle=oracle)
+    assert got["batch_cap"] == pytest.approx(oracle.kv_ceiling.pool_tokens / resident, abs=1)
+    assert got["batch_cap"] < 0.7 * oracle.kv_ceiling.model_pool_tokens / resident
+
+
 def test_the_other_grid_models_show_no_ceiling(grid_store):
     # MiniMax TEP8 holds up to 258k tokens at 8k x 64 where its 32-client rows hold 72-80k,
     # and Qwen3.5 grows with every load: neither is a ceiling

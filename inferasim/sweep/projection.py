@@ -421,10 +421,13 @@ def project(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
             ) -> dict[str, Any]:
     """The steady-state projection: the same keys as a replay summary where they mean the same."""
     from inferasim.arch.memory import memory_plan
+    from inferasim.cost.calibrated import with_measured_pool
 
     knobs = knobs or Knobs()
     engines, affinity = _engines(scenario)
     oracle = oracle or _oracle(scenario, knobs)
+    # the pool the deployment's anchors ran at, as the replay sizes it (kv_ceiling)
+    scenario = with_measured_pool(scenario, oracle)
     m = moments or workload_moments(scenario)
     # The routers spread the load evenly over identical schedulers; each is solved alone.
     load = (m.rate if m.rate is not None else scenario.workload.concurrency) / engines
