@@ -197,7 +197,8 @@ def _decodable(record: AnchorRecord) -> bool:
 # ---------------------------------------------------------------- scenarios
 
 
-def _load_templates(folder: Path | None) -> list[tuple[str, Scenario, Target]]:
+def load_templates(folder: Path | None = TEMPLATE_DIR) -> list[tuple[str, Scenario, Target]]:
+    """The shipped scenarios an anchor's deployment is replayed from where one matches."""
     from inferasim.config.loader import load_scenario
 
     out = []
@@ -218,6 +219,15 @@ def _template_for(record: AnchorRecord, templates) -> tuple[str, Scenario] | Non
         if not diffs:
             return name, sc
     return None
+
+
+def base_scenario(record: AnchorRecord, templates) -> tuple[str | None, Scenario]:
+    """The scenario an anchor's deployment replays from: the template that matches its
+    regime (its name), else one built from the regime alone (None)."""
+    found = _template_for(record, templates)
+    if found is not None:
+        return found
+    return None, scenario_from_regime(record)
 
 
 def scenario_from_regime(record: AnchorRecord) -> Scenario:
@@ -492,7 +502,7 @@ def validate_store(store: AnchorStore, *, knobs: Knobs | None = None,
     if hold_out not in HOLD_OUT:
         raise ValueError(f"hold_out must be one of {HOLD_OUT}, not {hold_out!r}")
     knobs = knobs or Knobs()
-    temps = _load_templates(templates)
+    temps = load_templates(templates)
     by_shape = hold_out in ("shape", "isl")
     by_model = hold_out == "model"
     # a held-out anchor's whole regime (or its model's) removed: priced as a prior or not at all
@@ -531,12 +541,8 @@ def validate_store(store: AnchorStore, *, knobs: Knobs | None = None,
                 f"one ISL/OSL ({'/'.join(map(str, shape_of(usable[0])))}): no other shape "
                 "to project from")))
             continue
-        found = _template_for(usable[0], temps)
         try:
-            if found is not None:
-                template_name, base = found
-            else:
-                template_name, base = None, scenario_from_regime(usable[0])
+            template_name, base = base_scenario(usable[0], temps)
         except ConfigError as exc:
             results.append(GroupResult(label, len(records), skipped=str(exc)))
             continue

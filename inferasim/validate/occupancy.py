@@ -14,12 +14,11 @@ from inferasim.config.errors import ConfigError
 from inferasim.cost.kv_ceiling import KvCeiling, Occupancy, occupancy, read_ceiling
 from inferasim.validate.anchors import (
     TEMPLATE_DIR,
-    _load_templates,
-    _template_for,
     anchor_workload,
+    base_scenario,
     group_label,
+    load_templates,
     regime_groups,
-    scenario_from_regime,
 )
 
 
@@ -37,7 +36,7 @@ class OccupancyTable:
 def occupancy_tables(records: list[AnchorRecord], templates: Path | None = TEMPLATE_DIR
                      ) -> list[OccupancyTable]:
     """A table per regime and build with at least one anchor Little's law reads."""
-    temps = _load_templates(templates)
+    temps = load_templates(templates)
     out = []
     for _key, group in regime_groups(records).items():
         rows = tuple(o for o in map(occupancy, group) if o is not None)
@@ -45,9 +44,7 @@ def occupancy_tables(records: list[AnchorRecord], templates: Path | None = TEMPL
             continue
         label = group_label(group[0])
         try:
-            found = _template_for(group[0], temps)
-            base = found[1] if found else scenario_from_regime(group[0])
-            sc = anchor_workload(base, group[0])
+            sc = anchor_workload(base_scenario(group[0], temps)[1], group[0])
             pool = memory_plan(attrs.evolve(sc, engine=attrs.evolve(
                 sc.engine, kv_pool_tokens=None))).kv_pool_tokens
         except ConfigError as exc:
