@@ -8,10 +8,10 @@ lengths and loads, queue (their clients' contexts well beyond what runs) yet hol
 occupancy, no anchor holds more, and that occupancy is well below what an engine prefilling a
 full chunk every step would keep (it prefills ``chunk x (OSL - 1) / tokens per step`` prompt
 tokens over one request's decode), the prompts waited for memory, not for the engine: the
-occupancy is the pool the engine really had. The thresholds below are choices, not fits
-(docs/anchors.md says how the reading behaves over the shipped anchors when they move). docs/anchors.md ("The KV pool the anchors ran at") gives the
-evidence: the GLM-5 ISL grid holds 205-217k tokens from 6k prompts at 48 clients to 16k at 64,
-where the memory model gives 330k.
+occupancy is the pool the engine really had. docs/anchors.md ("The KV pool the anchors ran
+at") gives the evidence (the GLM-5 ISL grid holds 205-217k tokens from 6k prompts at 48
+clients to 16k at 64, where the memory model gives 330k) and how the reading behaves over the
+shipped anchors when the thresholds below move: they are choices, not fits.
 """
 
 from __future__ import annotations
