@@ -12,6 +12,7 @@ from inferasim.arch.engine_memory import (
     COMM_BUFFER_BYTES,
     DEVICE_CONTEXT_BYTES,
     GIB,
+    VLLM_DSA_PREFILL_BUFFER_ENTRIES,
     capture_sizes,
     cuda_graph_bytes,
     profile_peak,
@@ -51,6 +52,21 @@ def test_vllm_profile_subtracts_peak_non_torch_and_graphs_from_the_ceiled_budget
     # reserve_gib stays an explicit margin on top of the rule
     _, extra = plan("parallel.tp=2", "engine.version=0.24", "engine.reserve_gib=2")
     assert extra.memory.kv_bytes == pytest.approx(m.kv_bytes - 2 * GIB)
+
+
+def test_vllm_keeps_the_dsa_indexer_prefill_buffer_out_of_the_kv_budget():
+    dsa = ("model.name=glm-5", "model.weight_dtype=fp8", "gpu.name=h200", "parallel.tp=8")
+    sc, p = plan(*dsa)
+    # 40 index keys of 132 B per token of the model's context (202,752): about 1 GiB a GPU
+    want = VLLM_DSA_PREFILL_BUFFER_ENTRIES * 202_752 * 132
+    assert p.memory.workspace_bytes == pytest.approx(want)
+    assert p.memory.kv_bytes == pytest.approx(
+        p.memory.budget_bytes - p.weight_bytes_per_gpu - p.memory.activation_peak_bytes
+        - p.memory.non_torch_bytes - p.memory.cuda_graph_bytes - want)
+    # a dense-MLA model keeps none, nor does SGLang's static rule
+    assert plan("model.name=deepseek-r1", "gpu.name=h200", "parallel.tp=8")[1] \
+        .memory.workspace_bytes == 0
+    assert plan(*dsa, "engine.name=sglang")[1].memory.workspace_bytes == 0
 
 
 def test_vllm_graph_estimate_by_version_vendor_and_setting():

@@ -153,7 +153,7 @@ def test_the_glm5_grid_shows_its_pool_and_the_replay_runs_at_it(glm5, grid_store
     ceiling = oracle.kv_ceiling
     assert ceiling is not None
     # 205-217k tokens resident from 6k prompts at 48 clients to 16k at 64 (docs/anchors.md),
-    # against the memory model's 330k
+    # against the memory model's 320k
     assert 205_000 <= ceiling.occupancy_tokens <= 217_000
     assert ceiling.pool_tokens < 0.7 * ceiling.model_pool_tokens
     assert oracle.calibration["kv_pool_measured"]["pool_tokens"] == ceiling.pool_tokens

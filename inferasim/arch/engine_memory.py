@@ -3,8 +3,9 @@
 - ``fixed-reserve``: HBM x mem_fraction - weights - reserve_gib (inferasim's original rule).
 - ``vllm-profile`` (vLLM V1, engines.md 1.1, ``gpu_worker.py::determine_available_memory``):
   ceil(HBM x gpu_memory_utilization) - weights - the profile run's activation peak at
-  max_num_batched_tokens - non-torch memory (communicator buffers) - the CUDA-graph
-  estimate where the version subtracts it (CUDA only, from 0.20; never on ROCm).
+  max_num_batched_tokens - the DSA indexer's prefill buffer (DSA models) - non-torch memory
+  (communicator buffers) - the CUDA-graph estimate where the version subtracts it (CUDA
+  only, from 0.20; never on ROCm).
 - ``sglang-static`` (SGLang, engines.md 1.2, ``profile_max_num_token``): the free memory
   after torch.distributed init x mem_fraction_static - weights; that free memory is HBM less
   the device context and the communicator buffers.
@@ -53,6 +54,12 @@ ATOM_SAFETY_FRACTION = 0.02   # of total memory (engines.md 1.3)
 VLLM_GRAPH_ESTIMATE_FROM = (0, 20)
 # gpu_memory_utilization's default: 0.9 up to 0.19, 0.92 from 0.20 (engines.md 1.1).
 VLLM_UTIL_092_FROM = (0, 20)
+# vLLM's DSA indexer keeps a prefill gather buffer of 40 entries per token of max_model_len,
+# each an index key (128 fp8 + a 4-byte scale), sized to fit inside the FlashMLA sparse
+# prefill workspace (5 x max_model_len latents of 576 bf16): both are allocated before the
+# profile run ends and stay out of the KV budget (vllm/v1/attention/backends/mla/
+# indexer.py, get_max_prefill_buffer_size: 825 MB for DeepSeek-V3.2's 163,840 tokens).
+VLLM_DSA_PREFILL_BUFFER_ENTRIES = 40
 
 
 @attrs.frozen
@@ -68,12 +75,18 @@ class MemoryBreakdown:
     cuda_graph_bytes: float = 0.0
     safety_bytes: float = 0.0
     reserve_bytes: float = 0.0     # engine.reserve_gib
+    workspace_bytes: float = 0.0   # attention workspaces the engine keeps (vLLM's DSA buffer)
+
+    def kept(self) -> list[tuple[str, float]]:
+        """What the rule keeps out of the KV budget beside the weights, named, in order."""
+        return [("activation peak", self.activation_peak_bytes),
+                ("workspace", self.workspace_bytes), ("non-torch", self.non_torch_bytes),
+                ("CUDA graphs", self.cuda_graph_bytes), ("safety", self.safety_bytes),
+                ("reserve", self.reserve_bytes)]
 
     @property
     def kv_bytes(self) -> float:
-        return self.budget_bytes - self.weight_bytes - self.activation_peak_bytes \
-            - self.non_torch_bytes - self.cuda_graph_bytes - self.safety_bytes \
-            - self.reserve_bytes
+        return self.budget_bytes - self.weight_bytes - sum(v for _, v in self.kept())
 
 
 def version_tuple(version: str) -> tuple[int, int] | None:
@@ -115,6 +128,16 @@ def capture_sizes(max_num_seqs: int, verify_width: int) -> list[int]:
 def cuda_graph_bytes(num_layers: int, max_num_seqs: int, verify_width: int) -> float:
     return len(capture_sizes(max_num_seqs, verify_width)) * num_layers \
         * GRAPH_BYTES_PER_GRAPH_LAYER
+
+
+def vllm_workspace_bytes(model) -> float:
+    """The attention workspace vLLM keeps beside the KV cache: the DSA indexer's prefill
+    buffer at the model's context (``max_model_len`` defaults to it); 0 for other kinds."""
+    att = model.attention
+    if att.kind != "mla_dsa" or att.indexer is None:
+        return 0.0
+    return float(VLLM_DSA_PREFILL_BUFFER_ENTRIES * model.max_context
+                 * att.indexer.key_bytes_per_token)
 
 
 def comm_bytes(ranks: int) -> float:
@@ -159,7 +182,8 @@ def memory_breakdown(scenario, weight_bytes: float) -> MemoryBreakdown:
                                budget_bytes=float(math.ceil(total * eng.mem_fraction)),
                                weight_bytes=weight_bytes, activation_peak_bytes=peak,
                                non_torch_bytes=comm_bytes(ranks), cuda_graph_bytes=graphs,
-                               reserve_bytes=reserve)
+                               reserve_bytes=reserve,
+                               workspace_bytes=vllm_workspace_bytes(scenario.model))
     if rule == "atom-profile":
         if eng.cuda_graph_memory == "ignore":
             graphs = 0.0

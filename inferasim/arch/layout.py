@@ -62,10 +62,8 @@ def fit_problem(scenario: Scenario) -> str | None:
             f"{scenario.gpu.name}) is usable; raise parallel.tp or use a smaller weight dtype")
     if plan.kv_pool_tokens <= 0:
         m = plan.memory
-        kept = "".join(f" + {name} {value / GIB:.1f} GiB" for name, value in (
-            ("activation peak", m.activation_peak_bytes), ("non-torch", m.non_torch_bytes),
-            ("CUDA graphs", m.cuda_graph_bytes), ("safety", m.safety_bytes),
-            ("reserve", m.reserve_bytes)) if value or name == "reserve")
+        kept = "".join(f" + {name} {value / GIB:.1f} GiB" for name, value in m.kept()
+                       if value or name == "reserve")
         return (
             f"no memory left for the KV cache: weights {plan.weight_bytes_per_gpu / GIB:.1f} GiB"
             f"{kept} exceed the {m.budget_bytes / GIB:.1f} GiB budget "

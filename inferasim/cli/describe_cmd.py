@@ -76,9 +76,7 @@ def describe(scenario, overrides, as_json, **flags):
     if plan.memory:
         m = plan.memory
         terms = ", ".join(f"{name} {value / GIB:.2f}" for name, value in (
-            ("weights", m.weight_bytes), ("activation peak", m.activation_peak_bytes),
-            ("non-torch", m.non_torch_bytes), ("CUDA graphs", m.cuda_graph_bytes),
-            ("safety", m.safety_bytes), ("reserve", m.reserve_bytes)) if value)
+            ("weights", m.weight_bytes), *m.kept()) if value)
         click.echo(f"KV budget per GPU ({m.rule}): {m.budget_bytes / GIB:.2f} GiB budget - "
                    f"{terms} = {m.kv_bytes / GIB:.2f} GiB")
     click.echo(f"KV pool: {plan.kv_pool_tokens:,d} tokens ({plan.kv_pool_from})")

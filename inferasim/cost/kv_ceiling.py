@@ -10,7 +10,7 @@ full chunk every step would keep (it prefills ``chunk x (OSL - 1) / tokens per s
 tokens over one request's decode), the prompts waited for memory, not for the engine: the
 occupancy is the pool the engine really had. docs/anchors.md ("The KV pool the anchors ran
 at") gives the evidence (the GLM-5 ISL grid holds 205-217k tokens from 6k prompts at 48
-clients to 16k at 64, where the memory model gives 330k) and how the reading behaves over the
+clients to 16k at 64, where the memory model gives 320k) and how the reading behaves over the
 shipped anchors when the thresholds below move: they are choices, not fits.
 """
 
