@@ -123,3 +123,12 @@ def memory_plan(scenario: Scenario) -> MemoryPlan:
                                                                eng.page_size),
                       kv_budget_bytes=budget,
                       kv_pool_tokens=pool, kv_pool_from=source, memory=memory)
+
+
+def model_memory_plan(scenario: Scenario) -> MemoryPlan:
+    """The memory model's plan for ``scenario``, a pool it states (``engine.kv_pool_tokens``)
+    set aside: what the deployment's own memory gives, to set a measured pool against."""
+    eng = scenario.engine
+    if eng.kv_pool_tokens is None:
+        return memory_plan(scenario)
+    return memory_plan(attrs.evolve(scenario, engine=attrs.evolve(eng, kv_pool_tokens=None)))

@@ -66,7 +66,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from inferasim.arch.memory import memory_plan
+from inferasim.arch.memory import model_memory_plan
 from inferasim.config.errors import ConfigError
 from inferasim.config.knobs import Knobs
 from inferasim.config.loader import catalog_model, rank_scenario
@@ -131,7 +131,6 @@ class CalibratedOracle:
         self._lone_prefills: dict[tuple, float] = {}
         self._wave_prefills: dict[tuple, float] = {}
         self._pools: dict[tuple, int] = {}
-        self._ceilings: dict[tuple, KvCeiling | None] = {}
         self._ratio_cache: dict[tuple[int, int], float] = {}
         self._context_slopes: dict[int, float] = {}
         self._notes: list[str] = []
@@ -581,22 +580,9 @@ class CalibratedOracle:
     def _model_pool(self, key: tuple) -> int:
         pool = self._pools.get(key)
         if pool is None:
-            sc = self._oracles[key].scenario
-            own = attrs.evolve(sc, engine=attrs.evolve(sc.engine, kv_pool_tokens=None))
-            pool = self._pools[key] = memory_plan(own).kv_pool_tokens
+            pool = self._pools[key] = model_memory_plan(self._oracles[key].scenario) \
+                .kv_pool_tokens
         return pool
-
-    def _ceiling(self, key: tuple, build: str | None) -> KvCeiling | None:
-        """The pool the regime's anchors of one build ran at, where they show one below the
-        memory model's (``kv_ceiling.read_ceiling``), remembered."""
-        if (key, build) not in self._ceilings:
-            mine = [r for r in (self.result.usable if self.result is not None else ())
-                    if r.provenance.build == build and self._anchor_oracle(r)[1] == key]
-            sc = self._oracles[key].scenario
-            self._ceilings[(key, build)] = read_ceiling(
-                mine, self._model_pool(key), sc.engine.chunked_prefill_size,
-                sc.speculative.tokens_per_step)
-        return self._ceilings[(key, build)]
 
     def _ttft_row(self, record) -> TtftRow:
         """An anchor's TTFT with the parts the model explains: its analytic lone prefill, the
@@ -895,14 +881,16 @@ class CalibratedOracle:
         """The measured pool of the target's deployment: the ceiling of the build most of its
         anchors come from, read at the target's own layout and KV dtype."""
         mine = self._anchor_key(self.scenario)
-        builds: dict[str | None, int] = {}
+        by_build: dict[str | None, list] = {}
         for record in self._usable:
             if self._anchor_oracle(record)[1] == mine:
-                builds[record.provenance.build] = builds.get(record.provenance.build, 0) + 1
-        if not builds:
+                by_build.setdefault(record.provenance.build, []).append(record)
+        if not by_build:
             return None
-        build = max(builds, key=lambda b: (builds[b], b or ""))
-        return self._ceiling(mine, build)
+        build = max(by_build, key=lambda b: (len(by_build[b]), b or ""))
+        sc = self._oracles[mine].scenario
+        return read_ceiling(by_build[build], self._model_pool(mine),
+                            sc.engine.chunked_prefill_size, sc.speculative.tokens_per_step)
 
     @property
     def kv_reserve_gib(self) -> float:
@@ -910,9 +898,7 @@ class CalibratedOracle:
         leaves the target's pool at the ceiling's size (0 without a ceiling)."""
         if self.kv_ceiling is None:
             return 0.0
-        sc = self._oracles[self._anchor_key(self.scenario)].scenario
-        plan = memory_plan(attrs.evolve(sc, engine=attrs.evolve(sc.engine,
-                                                                kv_pool_tokens=None)))
+        plan = model_memory_plan(self._oracles[self._anchor_key(self.scenario)].scenario)
         gap = plan.kv_pool_tokens - self.kv_ceiling.pool_tokens
         return max(0.0, gap * plan.kv_bytes_per_token / 2**30)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import attrs
 
 from inferasim.anchors.record import AnchorRecord
-from inferasim.arch.memory import memory_plan
+from inferasim.arch.memory import model_memory_plan
 from inferasim.config.errors import ConfigError
 from inferasim.cost.kv_ceiling import KvCeiling, Occupancy, occupancy, read_ceiling
 from inferasim.validate.anchors import (
@@ -45,8 +45,7 @@ def occupancy_tables(records: list[AnchorRecord], templates: Path | None = TEMPL
         label = group_label(group[0])
         try:
             sc = anchor_workload(base_scenario(group[0], temps)[1], group[0])
-            pool = memory_plan(attrs.evolve(sc, engine=attrs.evolve(
-                sc.engine, kv_pool_tokens=None))).kv_pool_tokens
+            pool = model_memory_plan(sc).kv_pool_tokens
         except ConfigError as exc:
             out.append(OccupancyTable(label, rows, None, None, str(exc).splitlines()[0]))
             continue
