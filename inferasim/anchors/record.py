@@ -162,6 +162,12 @@ class Measurements:
         TPOT counts the prefill stalls it sat through, its mean or its median alike."""
         return self.tpot_mean_s if _present(self.tpot_mean_s) else self.tpot_median_s
 
+    @property
+    def tpot_statistic(self) -> str:
+        """Which statistic ``tpot_s`` is ("mean" or "median"): a prediction is scored against
+        the same one (a closed loop's per-request TPOT is skewed when its clients convoy)."""
+        return "mean" if _present(self.tpot_mean_s) else "median"
+
 
 #: A measured throughput further than this from its own Little's-law value contradicts the
 #: anchor's latencies.

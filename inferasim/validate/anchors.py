@@ -382,7 +382,8 @@ def _inconsistent(record: AnchorRecord) -> dict[str, str]:
 
 
 def measured_metrics(record: AnchorRecord) -> dict[str, float | None]:
-    """Throughput, mean TPOT, and TTFT as the median where recorded: a measured TTFT mean is
+    """Throughput, TPOT (its mean, else its median: ``tpot_statistic``), and TTFT as the
+    median where recorded: a measured TTFT mean is
     carried by a few warm-up outliers (InferenceMAX's SGLang MI355X 1k/8k rows: mean 469-624 ms,
     median 105-122 ms over 40-640 requests), which no serving model reproduces."""
     m = record.measurements
@@ -395,8 +396,10 @@ def _as_store(others: list[AnchorRecord] | AnchorStore) -> AnchorStore:
     return others if isinstance(others, AnchorStore) else AnchorStore(others)
 
 
-def predict(target: Scenario, others: list[AnchorRecord] | AnchorStore, knobs: Knobs
-            ) -> tuple[dict[str, float | None], int, dict]:
+def predict(target: Scenario, others: list[AnchorRecord] | AnchorStore, knobs: Knobs,
+            tpot_statistic: str = "mean") -> tuple[dict[str, float | None], int, dict]:
+    """The replay's throughput per GPU, TPOT (its ``tpot_statistic`` over requests, the one
+    the measurement reports) and median TTFT."""
     from inferasim.report.run_report import replay_summary
     from inferasim.serve.simulation import simulate
 
@@ -404,8 +407,8 @@ def predict(target: Scenario, others: list[AnchorRecord] | AnchorStore, knobs: K
     # simulated apart, read against the lockstep group's step where they step together.
     result = simulate(target, knobs, store=_as_store(others))
     _frame, s = replay_summary(result)
-    pred = {"tput_per_gpu": s["total_tok_s_per_gpu"], "tpot": s["tpot_mean_ms"] / 1e3,
-            "ttft": s["ttft_p50_s"]}
+    pred = {"tput_per_gpu": s["total_tok_s_per_gpu"],
+            "tpot": s[f"tpot_{tpot_statistic}_ms"] / 1e3, "ttft": s["ttft_p50_s"]}
     return pred, int(s["requests_completed"]), result.calibration
 
 
@@ -580,7 +583,8 @@ def validate_store(store: AnchorStore, *, knobs: Knobs | None = None,
                 else "closed-form"
             try:
                 if method == "replay":
-                    pred, n, cal = predict(target, others, knobs)
+                    pred, n, cal = predict(target, others, knobs,
+                                           held.measurements.tpot_statistic)
                 else:
                     pred, n, cal = predict_closed_form(target, others, knobs)
             except ConfigError as exc:
