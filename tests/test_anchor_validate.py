@@ -140,13 +140,15 @@ def test_replay_sends_the_benchmarks_own_request_count(tmp_path):
     assert completed >= TARGET_REQUESTS * 0.8
 
 
-def test_tpot_is_scored_against_the_statistic_the_anchor_measured(tmp_path):
+def test_tpot_is_scored_against_the_statistic_the_anchor_measured():
     """An anchor that records only a median TPOT is set against the replay's median, one with
     a mean against the replay's mean: the same requests, each statistic its own."""
     from inferasim.anchors.record import AnchorRecord
     from inferasim.config.catalog import REPO_ROOT
     from inferasim.config.loader import load_scenario
-    from inferasim.validate.anchors import anchor_workload, predict
+    from inferasim.report.run_report import replay_summary
+    from inferasim.serve.simulation import simulate
+    from inferasim.validate.anchors import _as_store, anchor_workload, predict
 
     base = load_scenario(str(REPO_ROOT / "scenarios" / "inferencemax"
                              / "dsr1-mi355x-sglang-fp8-tp8.yaml"), [])
@@ -157,9 +159,6 @@ def test_tpot_is_scored_against_the_statistic_the_anchor_measured(tmp_path):
     assert AnchorRecord.from_dict(anchor(4, 0.0100)).measurements.tpot_statistic == "mean"
     others = [AnchorRecord.from_dict(anchor(c, s)) for c, s in ((2, 0.0095), (8, 0.0108))]
     target = anchor_workload(base, held)
-    from inferasim.report.run_report import replay_summary
-    from inferasim.serve.simulation import simulate
-    from inferasim.validate.anchors import _as_store
     _frame, summary = replay_summary(simulate(target, None, store=_as_store(others)))
     for statistic in ("mean", "median"):
         pred, _n, _cal = predict(target, others, None, statistic)

@@ -383,9 +383,9 @@ def _inconsistent(record: AnchorRecord) -> dict[str, str]:
 
 def measured_metrics(record: AnchorRecord) -> dict[str, float | None]:
     """Throughput, TPOT (its mean, else its median: ``tpot_statistic``), and TTFT as the
-    median where recorded: a measured TTFT mean is
-    carried by a few warm-up outliers (InferenceMAX's SGLang MI355X 1k/8k rows: mean 469-624 ms,
-    median 105-122 ms over 40-640 requests), which no serving model reproduces."""
+    median where recorded: a measured TTFT mean is carried by a few warm-up outliers
+    (InferenceMAX's SGLang MI355X 1k/8k rows: mean 469-624 ms, median 105-122 ms over 40-640
+    requests), which no serving model reproduces."""
     m = record.measurements
     tput = m.tput_per_gpu_total
     tpot = m.tpot_s
