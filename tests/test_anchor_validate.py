@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from inferasim.anchors.store import AnchorStore
 from inferasim.cli.main import cli
-from inferasim.validate.anchors import validate_store
+from inferasim.validate.anchors import error_stats, validate_store
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -304,6 +304,20 @@ def test_hold_out_isl_predicts_the_long_prompts_from_the_short_ones():
     assert st["ttft"]["median_abs"] <= 0.15
     assert abs(st["ttft"]["median_signed"]) <= 0.15
     assert st["tpot"]["median_abs"] <= 0.20
+
+
+def test_hold_out_isl_on_every_grid_meets_the_throughput_and_ttft_bars():
+    """Issue 29's ISL bar, on the three shipped grids together: the prompts of 16k and
+    longer from those of 8k and shorter, throughput within 10% (median) leaning no more than
+    5% either way, TTFT within 15%. Before each batch's decode ratio was carried from its
+    nearest measured context and the TPOT-read steps lost the stalls at the fitted prefill
+    slope, throughput read 11.3% (+6.3%) (docs/anchors.md)."""
+    results = validate_store(AnchorStore.load(GRID), hold_out="isl")
+    st = error_stats(p for g in results for p in g.predictions)
+    assert st["tput_per_gpu"]["n"] >= 20
+    assert st["tput_per_gpu"]["median_abs"] <= 0.10
+    assert abs(st["tput_per_gpu"]["median_signed"]) <= 0.05
+    assert st["ttft"]["median_abs"] <= 0.15
 
 
 def test_hold_out_isl_skips_a_regime_without_long_and_short_prompts():

@@ -15,7 +15,12 @@ from inferasim.anchors.store import AnchorStore
 from inferasim.config.catalog import REPO_ROOT
 from inferasim.config.knobs import Knobs
 from inferasim.config.loader import load_scenario
-from inferasim.cost.calibrated import CalibratedOracle, _analytic_prefill_seconds, oracle_for
+from inferasim.cost.calibrated import (
+    CalibratedOracle,
+    _analytic_prefill_seconds,
+    _prefill_beside_decodes,
+    oracle_for,
+)
 from inferasim.cost.oracle import AnalyticOracle, StepBatch
 from inferasim.cost.ttft_model import (
     LATENCY_EXPONENT_MAX,
@@ -321,6 +326,35 @@ def test_the_decode_ratio_follows_the_context_where_one_batch_was_measured_at_se
     assert flat.decode_ratio(16, 1, 100000.0) == flat.decode_ratio(16, 1)
 
 
+def test_the_decode_ratio_is_read_at_the_measured_contexts_around_the_target_and_carried_from_the_nearest(
+        scenario):
+    # one batch measured at 1k, 2k and 4k with a ratio that is no power of the context: the
+    # ratio at 3k lies between the 2k and 4k ones (in log context), and past 4k it is the 4k
+    # ratio carried by the context slope, not the sweep's mean ratio carried from its mean
+    plain = AnalyticOracle(scenario)
+    ratios = {1024: 1.2, 2048: 1.3, 4096: 1.9}
+    records = [record(8, r * decode(plain, 8, c + 64), isl=c, osl=128)
+               for c, r in ratios.items()]
+    records = [attrs.evolve(r, id=f"{r.id}-{i}") for i, r in enumerate(records)]
+    oracle = CalibratedOracle(scenario, AnchorStore(records))
+    slope = oracle._context_slope(1)
+    assert slope > 0
+
+    def ratio(ctx: float) -> float:
+        return decode(oracle, 8, ctx) / decode(plain, 8, ctx)
+
+    for c, r in ratios.items():
+        assert ratio(c + 64) == pytest.approx(r, rel=1e-6)
+    w = math.log(3072 / 2112) / math.log(4160 / 2112)
+    assert ratio(3072) == pytest.approx(1.3 ** (1 - w) * 1.9 ** w, rel=1e-6)
+    assert ratio(8256) == pytest.approx(1.9 * (8256 / 4160) ** slope, rel=1e-6)
+    assert ratio(600) == pytest.approx(1.2 * (600 / 1088) ** slope, rel=1e-6)
+    # the mean ratio carried from the mean context would have priced 8k lower
+    mean = math.exp(np.mean(np.log(list(ratios.values()))))
+    own = math.exp(np.mean(np.log([c + 64 for c in ratios])))
+    assert ratio(8256) > 1.03 * mean * (8256 / own) ** slope
+
+
 def test_closed_loop_sojourn_is_bounded_by_the_population():
     # one client, or nobody else's prompts: the prompt's own engine time
     assert closed_loop_sojourn(0.5, 1, 2.0) == 0.5
@@ -474,13 +508,31 @@ def test_a_step_read_from_tpot_leaves_out_the_stalls_the_replay_simulates(scenar
     for point, r in zip(oracle.points, records, strict=True):
         m, c = r.measurements, r.workload.concurrency
         life = 1023 * m.tpot_mean_s
-        stall = (c - 1) * life / (life + m.ttft_median_s) * lone / 1023
-        assert point.measured_s == pytest.approx(m.tpot_mean_s - stall, rel=1e-9)
+        # each arriving prompt's chunks beside the anchor's decodes, at the fitted slope
+        beside = _prefill_beside_decodes(oracle._anchor_oracle(r)[0], ISL, point.batch,
+                                         ISL + OSL / 2.0, 1)
+        assert 0 < beside < lone  # the mixed step reads the weights once for both
+        stall = (c - 1) * life / (life + m.ttft_median_s) * beside \
+            * oracle.prefill_slope / 1023
+        assert point.measured_s == pytest.approx(m.tpot_mean_s - stall, rel=1e-6)
         assert 0 < stall < 0.2 * m.tpot_mean_s
     # a step read from the median ITL has no stall in it: taken as measured
     itl = CalibratedOracle(scenario, AnchorStore([_stalled(16, 0.020, 0.024, 0.20),
                                                   _stalled(64, 0.030, 0.038, 0.25)]))
     assert [p.measured_s for p in itl.points] == [0.020, 0.030]
+
+
+def test_the_stalls_a_tpot_read_step_loses_are_priced_at_the_fitted_prefill_slope(scenario):
+    # the replay prices the other clients' prompts at the prefill slope, so the stall taken
+    # out of the measured step is priced there too (read again once the slope is fitted)
+    records = [_stalled(16, 0.080, 0.024, 0.20), _stalled(64, 0.120, 0.038, 0.25)]
+    oracle = CalibratedOracle(scenario, AnchorStore(records))
+    r, batch = records[0], oracle.points[0].batch
+    tpot = r.measurements.tpot_mean_s
+    oracle._stall_scale = 1.0
+    one = oracle._modelled_stall(r, tpot, batch)
+    oracle._stall_scale = 1.5
+    assert oracle._modelled_stall(r, tpot, batch) == pytest.approx(1.5 * one)
 
 
 def test_clients_beyond_the_running_slots_wait_for_one_and_it_is_not_latency(scenario):

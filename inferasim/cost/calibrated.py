@@ -60,6 +60,7 @@ With no usable anchor the oracle is the analytic one, and ``calibration`` says w
 
 from __future__ import annotations
 
+import bisect
 import math
 from typing import Any
 
@@ -133,12 +134,15 @@ class CalibratedOracle:
         self._pools: dict[tuple, int] = {}
         self._ratio_cache: dict[tuple[int, int], float] = {}
         self._context_slopes: dict[int, float] = {}
+        self._rows: dict[int, list | None] = {}   # _context_rows per verify width
         self._notes: list[str] = []
         self.points: list[AnchorPoint] = []
         # the lowest-concurrency anchor's TTFT per ISL the prefill fit read
         self.prefill_points: list[TtftRow] = []
         self.kv_ceiling: KvCeiling | None = None
         self.prefill_slope = 1.0
+        self._stall_scale = 1.0   # the prefill slope the stalls are priced at
+        self._beside: dict[tuple, float] = {}   # _modelled_stall's analytic chunks
         # Engine seconds every step that prefills pays on top of the transported analytic
         # step, read from the decode stalls the anchors measured (``_prefill_stalls``).
         self.prefill_step_overhead_s = 0.0
@@ -182,6 +186,7 @@ class CalibratedOracle:
             # reads the decode ratios (the wait). Refused coverage keeps the slope at 1: the
             # prefill stays analytic, the time outside the engine is still the anchors'.
             self._fit_prefill(self._usable, fit_slope=self.result.prefill_calibrated)
+            self._restall()
         # the pool the target's own deployment ran at, where its anchors show one
         self.kv_ceiling = self._target_ceiling() if self.calibrated else None
         self._frontend_modelled = bool(self.calibrated and self.prefill_points)
@@ -416,7 +421,7 @@ class CalibratedOracle:
                 # A step read from TPOT carries the stalls the other clients' prefills caused,
                 # which the replay simulates again; speculative rows are left as they are
                 # (docs/anchors.md: taking them out there moved two MTP groups the wrong way).
-                measured -= self._modelled_stall(record, measured)
+                measured -= self._modelled_stall(record, measured, batch)
             if spec_target or (reg.spec_method not in (None, "none")):
                 # Mean TPOT is seconds per emitted token; a verify step emits accept_length.
                 own = record.accept_length
@@ -456,16 +461,40 @@ class CalibratedOracle:
         self._prior_source = (f"the trend of {used} sweep(s) of this regime on other builds: "
                               + ", ".join(builds))
 
-    def _modelled_stall(self, record, tpot: float) -> float:
+    def _restall(self) -> None:
+        """Read the decode steps again with the stalls priced at the fitted prefill slope,
+        and fit the prefill again on them, until the slope settles (STALL_PASSES at most):
+        the first reading took the stalls out at the analytic prefill, which the replay
+        does not run at, and the prefill fit reads the decode steps (its wait)."""
+        for _ in range(STALL_PASSES):
+            if abs(self.prefill_slope - self._stall_scale) <= STALL_SETTLED * self._stall_scale:
+                return
+            self._stall_scale = self.prefill_slope
+            self.points = []
+            for memo in (self._tables, self._rows, self._ratio_cache, self._context_slopes):
+                memo.clear()
+            self._collect(self._usable)
+            self._fit_prefill(self._usable, fit_slope=self.result.prefill_calibrated)
+
+    def _modelled_stall(self, record, tpot: float, batch: int) -> float:
         """Seconds per output token the other clients' prefills add to a TPOT, as the replay
-        prices them (the analytic lone prefill of each prompt that arrives during a request's
-        decode), at most half the TPOT. None where ranks step together (their clients come
-        in waves, prefilled between the decodes); a fixed-length loop on one instance still
-        mixes its prompts' chunks into the decodes, so its stalls are taken out."""
+        prices them, at most half the TPOT: each prompt that arrives during a request's
+        decode adds its chunks to the decode steps of the anchor's ``batch``
+        (``_prefill_beside_decodes``), at the prefill slope once it is fitted. None where
+        ranks step together (their clients come in waves, prefilled between the decodes); a
+        fixed-length loop on one instance still mixes its prompts' chunks into the decodes,
+        so its stalls are taken out."""
         if self.group > 1 or record.regime.disaggregated:
             return 0.0   # (a disaggregated decode worker never prefills)
-        stall = _arrivals_during_decode(record, tpot) * self._lone_prefill(record) \
-            / (record.workload.osl - 1)
+        oracle, key = self._anchor_oracle(record)
+        w = record.workload
+        memo = (key, int(w.isl), batch, w.isl + w.osl / 2.0)
+        added = self._beside.get(memo)
+        if added is None:
+            added = self._beside[memo] = _prefill_beside_decodes(
+                oracle, int(w.isl), batch, memo[3], self.width)
+        stall = _arrivals_during_decode(record, tpot) * added * self._stall_scale \
+            / (w.osl - 1)
         return min(stall, 0.5 * tpot)
 
     def _fit_prefill(self, usable, fit_slope: bool = True) -> None:
@@ -725,12 +754,38 @@ class CalibratedOracle:
         if context is None or context <= 0:
             return r
         slope = self._context_slope(width)
+        rows = self._context_rows(width)
+        if rows is not None:
+            # some batch was measured at several contexts: each batch's ratio read at this
+            # context (between its own contexts, interpolated), then across the batches
+            logb, ratios, log_ctx = self._table(width)
+            lc = math.log(context)
+            at = np.exp([_log_ratio_at_context(xs, ys, math.log(r_b), own, lc, slope)
+                         for (xs, ys), r_b, own in zip(rows, ratios, log_ctx, strict=True)])
+            return ratio_at(math.log(n), logb, at, log_ctx, prior_slope=self._prior_slope,
+                            one_sided=self._one_sided)
         if not slope:
             return r
         logb, _ratios, log_ctx = self._table(width)
         # the anchors' mean context at this batch, interpolated in log batch like the ratio
         own = float(np.interp(math.log(n), logb, log_ctx))
         return r * context_factor(slope, math.log(context) - own)
+
+    def _context_rows(self, width: int) -> list[tuple[list[float], list[float]]] | None:
+        """Per batch of the ratio table (its order): the distinct log contexts its anchors
+        ran at, ascending, and the mean log ratio at each; None where no batch was measured
+        at two contexts or more (then the batch's one ratio and the context slope serve)."""
+        if width not in self._rows:
+            by: dict[int, dict[float, list[float]]] = {}
+            for p in self.points:
+                by.setdefault(p.batch, {}).setdefault(
+                    math.log(max(p.context, 1.0)), []).append(self._log_ratio(p, width))
+            rows = []
+            for b in sorted(by):
+                xs = sorted(by[b])
+                rows.append((xs, [float(np.mean(by[b][x])) for x in xs]))
+            self._rows[width] = rows if any(len(xs) > 1 for xs, _ in rows) else None
+        return self._rows[width]
 
     def decode_table(self) -> dict[int, float]:
         """measured/analytic per anchored concurrency at the target's width (a prior's
@@ -742,7 +797,8 @@ class CalibratedOracle:
         """The mean resident context of ``contexts`` (the sequences a step decodes) where the
         decode ratio follows the context, else None: computed only then, as it is asked every
         step."""
-        if self.prior is not None or not self._context_slope(width):
+        if self.prior is not None or not (self._context_slope(width)
+                                          or self._context_rows(width) is not None):
             return None
         sizes = sum(c.size for c in contexts)
         return float(sum(float(c.sum()) for c in contexts) / sizes) if sizes else None
@@ -925,6 +981,11 @@ STALL_MIN_SHARE = 0.05
 # anchors span at least this factor in context, and carries the ratio at most
 # CONTEXT_RATIO_LIMIT away from the anchors' own context's: a guard, not a fit.
 CONTEXT_TREND_MIN_SPAN = 2.0
+# Readings of the decode steps with their stalls priced at the fitted prefill slope
+# (``_restall``): at most this many more, stopping once the slope moves by under
+# STALL_SETTLED of itself.
+STALL_PASSES = 3
+STALL_SETTLED = 0.01
 CONTEXT_RATIO_LIMIT = 2.0
 
 
@@ -932,6 +993,19 @@ def context_factor(slope: float, log_ctx_delta: float) -> float:
     """The decode ratio's change ``log_ctx_delta`` away from the anchors' context."""
     bound = math.log(CONTEXT_RATIO_LIMIT)
     return math.exp(float(np.clip(slope * log_ctx_delta, -bound, bound)))
+
+
+def _log_ratio_at_context(xs: list[float], ys: list[float], base: float, own: float,
+                          lc: float, slope: float) -> float:
+    """One batch's log decode ratio at log context ``lc``: interpolated between the two of
+    its contexts ``xs`` (log ratios ``ys``) around ``lc``; outside them, the batch's mean
+    ratio (its contexts' mean ``own``) carried by the context slope."""
+    if len(xs) > 1 and xs[0] <= lc <= xs[-1]:
+        k = min(bisect.bisect_right(xs, lc), len(xs) - 1)
+        x0, x1 = xs[k - 1], xs[k]
+        return ys[k - 1] + (ys[k] - ys[k - 1]) * (lc - x0) / (x1 - x0)
+    end = 0 if lc < xs[0] else -1
+    return ys[end] + math.log(context_factor(slope, lc - xs[end]))
 
 
 def _decode_part(batch: StepBatch) -> StepBatch:
@@ -945,6 +1019,26 @@ def _arrivals_during_decode(record, tpot: float) -> float:
     w = record.workload
     life = (w.osl - 1) * tpot
     return (w.concurrency - 1) * life / (life + (record.ttft_s or 0.0))
+
+
+def _prefill_beside_decodes(oracle: AnalyticOracle, isl: int, batch: int, context: float,
+                            width: int) -> float:
+    """What one prompt's chunks (the engine's chunked_prefill_size, each at the context
+    already resident) add to the decode steps of ``batch`` sequences at ``context``, as
+    analytic seconds: a mixed step's price less its decodes', the part the prefill ratio
+    transports."""
+    chunk = max(1, int(oracle.scenario.engine.chunked_prefill_size))
+    ctx = np.full(batch, context)
+    alone = oracle.step(StepBatch(decode_context=ctx, width=width)).seconds
+    total, done = 0.0, 0
+    while done < isl:
+        c = min(chunk, isl - done)
+        total += oracle.step(StepBatch(
+            decode_context=ctx, width=width, prefill_tokens=np.array([float(c)]),
+            prefill_resident=np.array([float(done)]),
+            prefill_samples=1 if done + c >= isl else 0)).seconds - alone
+        done += c
+    return total
 
 
 def _analytic_prefill_seconds(oracle: AnalyticOracle, isl: int) -> float:
