@@ -912,8 +912,13 @@ class CalibratedOracle:
         if not self.calibrated:
             return whole
         n = sum(c.shape[1] for c in contexts if c is not None)
-        first = [c[0] for c in contexts if c is not None and c.size]
-        return self.decode_ratio(n, width, self._trend_context(width, *first)) * whole
+        ranks = [c for c in contexts if c is not None and c.size]
+        if self._trend_context(width, *(c[0] for c in ranks)) is None:
+            return self.decode_ratio(n, width) * whole
+        # the ratio follows the context: each step's at its own, as the step-exact mode reads it
+        return whole * np.array([
+            self.decode_ratio(n, width, self._trend_context(width, *(c[k] for c in ranks)))
+            for k in range(whole.size)])
 
     def _group_ratio(self, batches: list[StepBatch]) -> tuple[float, bool]:
         """The ratio a group step is transported by, and whether any rank prefills."""
@@ -927,9 +932,18 @@ class CalibratedOracle:
     def decode_steps(self, ctx0: np.ndarray, steps: int, advance: float | np.ndarray,
                      width: int) -> np.ndarray:
         times = self.analytic.decode_steps(ctx0, steps, advance, width)
-        if self.calibrated:
-            # a fresh array: in place
-            times *= self.decode_ratio(int(ctx0.size), width, self._trend_context(width, ctx0))
+        if not self.calibrated:
+            return times
+        n = int(ctx0.size)
+        first = self._trend_context(width, ctx0)
+        if first is None:
+            times *= self.decode_ratio(n, width)   # a fresh array: in place
+            return times
+        # The ratio follows the context: step j's at its own mean context, as the step-exact
+        # mode reads it (one ratio for the whole run does not equal the steps it stands for).
+        grow = float(np.mean(advance)) if isinstance(advance, np.ndarray) else float(advance)
+        times *= np.array([self.decode_ratio(n, width, first + j * grow)
+                           for j in range(steps)])
         return times
 
     # -- report ---------------------------------------------------------------------------
