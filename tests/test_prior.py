@@ -160,3 +160,66 @@ def test_anchors_check_says_the_usable_anchors_are_a_prior(tmp_path):
     assert out.exit_code == 0, out.output
     assert "3 usable as a prior (same part and engine" in out.output
     assert "usable as a prior:" in out.output
+
+
+def _with_ttft(records: list[AnchorRecord], ttft: float) -> list[AnchorRecord]:
+    return [attrs.evolve(r, measurements=attrs.evolve(r.measurements, ttft_median_s=ttft))
+            for r in records]
+
+
+def test_the_same_models_other_layouts_carry_their_time_outside_the_engine(target):
+    """Another layout of the target's own model, measured by the same harness, spent the same
+    time outside the engine: a colocated target of that model carries it (the median of
+    those regimes' readings), and only at loads those regimes measured; another model's is
+    never carried."""
+    own = _with_ttft(sweep("deepseek-r1", 1.0, tp=4), 0.25)
+    other = _with_ttft(sweep("glm-5", 1.3), 0.9)
+    oracle = CalibratedOracle(target, AnchorStore(own + other))
+    assert oracle.calibration["mode"] == "prior"
+    assert oracle.frontend_modelled
+    carried = [r for r in oracle.prior.readings if r.model == "deepseek-r1"]
+    assert [r.label for r in oracle._frontend_from] == [r.label for r in carried]
+    latency = carried[0].oracle.frontend_latency_s
+    assert 0.05 < latency < 0.25   # the TTFT beyond its own analytic prefill
+    assert oracle.frontend_latency(4) == pytest.approx(latency)
+    assert oracle.frontend_latency(64) == pytest.approx(latency)
+    # below the lowest load it measured (4 clients), its reading holds that load's queueing
+    assert oracle.frontend_latency(2) == 0.0
+    assert "time outside the engine" in oracle.calibration["note"]
+    assert oracle.calibration["frontend_from"] == [carried[0].label]
+    # a target of another model carries none (the GLM-5 regime alone is no layout of it)
+    alone = CalibratedOracle(target, AnchorStore(other))
+    assert alone.calibration["mode"] == "prior" and not alone.frontend_modelled
+
+
+def test_the_time_outside_the_engine_is_not_carried_across_attention_dp(target):
+    """Attention-DP ranks read a different time before the first token than one instance (held
+    out by layout, TRT-LLM's DPA8 rows' TTFT against the DPA1 rows'), so a DPA target carries
+    nothing from a layout without it."""
+    own = _with_ttft(sweep("deepseek-r1", 1.0, tp=4), 0.25)
+    dpa = attrs.evolve(target, parallel=attrs.evolve(target.parallel, dp_attention=8))
+    oracle = CalibratedOracle(dpa, AnchorStore(own))
+    assert oracle.calibration["mode"] == "prior" and not oracle.frontend_modelled
+    assert oracle.frontend_latency(8) == 0.0
+
+
+def test_the_carried_time_comes_from_one_harness():
+    from types import SimpleNamespace
+
+    from inferasim.cost.prior import PooledPrior, RegimeReading
+
+    def regime(label, harness, model="deepseek-r1", **kw):
+        return RegimeReading(label, model, 3, 1.0, (4, 64), None, 0.0,
+                             SimpleNamespace(frontend_modelled=True), harness, **kw)
+
+    readings = [regime("a", ("inferencemax", "bench")), regime("b", ("inferencemax", "bench")),
+                regime("c", ("grid", "vllm-bench")), regime("d", ("inferencemax", "bench"),
+                                                         model="glm-5"),
+                regime("e", ("inferencemax", "bench"), speculative="mtp"),
+                regime("f", ("inferencemax", "bench"), disaggregated=True),
+                regime("g", ("inferencemax", "bench"), ranks_apart=True)]
+    prior = PooledPrior("part and engine", readings)
+    assert [r.label for r in prior.frontend_from("deepseek-r1", "none", False)] == ["a", "b"]
+    assert [r.label for r in prior.frontend_from("deepseek-r1", "mtp", False)] == ["e"]
+    assert [r.label for r in prior.frontend_from("deepseek-r1", "none", True)] == ["g"]
+    assert prior.frontend_from("kimi-k2.5", "none", False) == []

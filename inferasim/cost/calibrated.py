@@ -152,6 +152,7 @@ class CalibratedOracle:
         self.frontend_latency_s = 0.0
         self._latency_table: tuple[np.ndarray, np.ndarray] | None = None
         self._latency_memo: dict[int, float] = {}
+        self._frontend_from: list = []   # a prior's regimes the latency is carried from
         self.result = anchors
         self._store = store
         if self.result is None and store is not None:
@@ -176,7 +177,15 @@ class CalibratedOracle:
         if self.prior is not None:
             self.prefill_slope = self.prior.prefill_slope
             self.prefill_step_overhead_s = self.prior.overhead_s
-            self._frontend_modelled = False   # a harness's own, not the part's (prior.py)
+            # The time outside the engine is a harness's own, not the part's: carried only
+            # from the target model's other colocated layouts in one harness (prior.py).
+            self._frontend_from = [] if scenario.topology.kind == "disaggregated" \
+                else self.prior.frontend_from(scenario.model.name, scenario.speculative.method,
+                                              scenario.parallel.dp_attention > 1)
+            self._frontend_modelled = bool(self._frontend_from)
+            if self._frontend_modelled:
+                self.frontend_latency_s = float(np.median(
+                    [r.oracle.frontend_latency_s for r in self._frontend_from]))
             self._prefill_calibrated = self.prior.prefill_calibrated
             self.calibration = self._report()
             return
@@ -243,7 +252,11 @@ class CalibratedOracle:
                                    anchors=own, rank_level=self.rank_level)
             label = (f"{group[0].regime.model} {key[-1]} tp{key[0]} ep{key[1]} dpa{key[2]} "
                      f"kv {key[4]}")
-            read = reading(label, group[0].regime.model or "?", sub)
+            prov = group[0].provenance
+            read = reading(label, group[0].regime.model or "?", sub, (prov.source, prov.tool),
+                           bool(group[0].regime.disaggregated),
+                           group[0].regime.spec_method or "none",
+                           (group[0].regime.dp_attention or 1) > 1)
             if read is not None:
                 readings.append(read)
         if not readings:
@@ -688,12 +701,27 @@ class CalibratedOracle:
         fixed ~175 ms plus a prefill that grows as the analytic one does (docs/anchors.md)."""
         if not self._frontend_modelled:
             return 0.0
+        n = max(1, int(in_flight))
+        if self._frontend_from:
+            return self._carried_latency(n)
         if self._latency_table is None:
             return self.frontend_latency_s
-        n = max(1, int(in_flight))
         value = self._latency_memo.get(n)
         if value is None:
             value = self._latency_memo[n] = latency_at_load(math.log(n), *self._latency_table)
+        return value
+
+    def _carried_latency(self, n: int) -> float:
+        """A prior's time outside the engine at ``n`` requests open: the median of its
+        regimes' own readings (each read at its lowest load) over the regimes whose lowest
+        load is at most ``n`` (a reading at a heavier load holds that load's queueing; their
+        load tables are not carried: past its loads a table's power law overshot, +2,700% at
+        c64 held out by layout); 0 where none is."""
+        value = self._latency_memo.get(n)
+        if value is None:
+            near = [r.oracle.frontend_latency_s for r in self._frontend_from
+                    if r.batches[0] <= n]
+            value = self._latency_memo[n] = float(np.median(near)) if near else 0.0
         return value
 
     # -- ratios ---------------------------------------------------------------------------

@@ -121,6 +121,10 @@ def _prior_report(oracle, refused: dict, crossed: bool, notes: list[str]) -> dic
             f"(the median of their levels, flat in the batch); prefill {prefill}")
     if oracle.prefill_step_overhead_s:
         note += (f"; each prefill step +{oracle.prefill_step_overhead_s * 1e3:.0f} ms")
+    if oracle._frontend_from:
+        note += (f"; time outside the engine {oracle.frontend_latency_s * 1e3:.0f} ms, carried "
+                 f"from {len(oracle._frontend_from)} colocated layout(s) of the same model "
+                 "and harness")
     origins = sorted({oracle._store.origin(i) for i in used}) if oracle._store is not None else []
     out = {"mode": "prior", "note": note, "anchors_used": used, "anchor_files": origins,
            "refused": refused, "crossed_build": crossed, "notes": notes, "fallback": None,
@@ -129,4 +133,7 @@ def _prior_report(oracle, refused: dict, crossed: bool, notes: list[str]) -> dic
            "prior_level": prior.level, "prior_models": models, "prior": prior.to_dict()}
     if oracle._prefill_calibrated:
         out["prefill_slope"] = round(oracle.prefill_slope, 4)
+    if oracle._frontend_from:
+        out["frontend_latency_ms"] = round(oracle.frontend_latency_s * 1e3, 2)
+        out["frontend_from"] = [r.label for r in oracle._frontend_from]
     return out

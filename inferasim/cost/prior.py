@@ -8,7 +8,11 @@ step streams weights and KV and is most the part's and its kernels' — and its 
 efficiency and prefill step overhead, each by the median over the regimes. The time a
 regime's requests spent outside the engine is not carried: it is its client's and its
 harness's (held out by model, carrying it took the TTFT error from -61% to +502% on
-DeepSeek-R1 SGLang H200 priced from a gpt-oss run, and from -80% to +327% on MiniMax-M2.5). The level is held flat in the batch: how a ratio moves with the batch is the
+DeepSeek-R1 SGLang H200 priced from a gpt-oss run, and from -80% to +327% on MiniMax-M2.5),
+except from the target's own model in the same harness on a colocated deployment: another
+layout of the same model, measured by the same client, spends the same time outside the
+engine (``frontend_from``; docs/anchors.md, "The time outside the engine, carried across
+layouts"). The level is held flat in the batch: how a ratio moves with the batch is the
 model's own (over the vLLM H200 grids a hybrid-attention model's ratio rose 6x where a
 MoE's fell), so the target's batch trend is its analytic step's. Held out by model on those
 grids, this reading beat the two others tried (each regime's whole ratio table pooled, trend
@@ -37,6 +41,10 @@ class RegimeReading:
     prefill_slope: float | None   # None: its prefill was not calibrated
     overhead_s: float
     oracle: Any = attrs.field(eq=False, repr=False)   # its CalibratedOracle
+    harness: tuple = ()           # (source, client tool) its anchors were measured with
+    disaggregated: bool = False
+    speculative: str = "none"     # its speculative method
+    ranks_apart: bool = False     # attention-DP ranks (dp_attention > 1)
 
     def to_dict(self) -> dict[str, Any]:
         out = {"regime": self.label, "model": self.model, "anchors": self.anchors,
@@ -47,7 +55,8 @@ class RegimeReading:
         return out
 
 
-def reading(label: str, model: str, oracle) -> RegimeReading | None:
+def reading(label: str, model: str, oracle, harness: tuple = (), disaggregated: bool = False,
+            speculative: str = "none", ranks_apart: bool = False) -> RegimeReading | None:
     """A calibrated regime's reading; None when its oracle calibrated nothing."""
     if not oracle.calibrated:
         return None
@@ -55,7 +64,8 @@ def reading(label: str, model: str, oracle) -> RegimeReading | None:
     level = table[min(table)]
     slope = oracle.prefill_slope if oracle.calibration["prefill"] == "calibrated" else None
     return RegimeReading(label, model, len(oracle.points), level, (min(table), max(table)),
-                         slope, oracle.prefill_step_overhead_s, oracle)
+                         slope, oracle.prefill_step_overhead_s, oracle, harness,
+                         disaggregated, speculative, ranks_apart)
 
 
 class PooledPrior:
@@ -69,6 +79,23 @@ class PooledPrior:
         self.prefill_calibrated = bool(slopes)
         self.prefill_slope = float(np.median(slopes)) if slopes else 1.0
         self.overhead_s = float(np.median([r.overhead_s for r in readings]))
+
+    def frontend_from(self, model: str | None, speculative: str,
+                      ranks_apart: bool) -> list[RegimeReading]:
+        """The colocated regimes of ``model`` and the ``speculative`` method that read a time
+        outside the engine, all of one harness (the one most of them were measured with):
+        what a colocated target of that model carries as its own. Empty for another model, or
+        where none read one. (A speculative regime's TTFT beyond the model also holds what
+        its verify steps are mispriced by: carried across methods it went +131% to +573%.)"""
+        own = [r for r in self.readings if model and r.model == model
+               and r.speculative == speculative and r.ranks_apart == ranks_apart
+               and not r.disaggregated
+               and r.oracle.frontend_modelled]
+        if not own:
+            return []
+        harnesses = [r.harness for r in own]
+        most = max(set(harnesses), key=lambda h: (harnesses.count(h), str(h)))
+        return [r for r in own if r.harness == most]
 
     @property
     def batches(self) -> tuple[int, int]:
