@@ -15,7 +15,7 @@ from inferasim.anchors.record import AnchorRecord
 from inferasim.anchors.store import AnchorStore
 from inferasim.cli.main import cli
 from inferasim.config.catalog import REPO_ROOT
-from inferasim.config.loader import load_scenario
+from inferasim.config.loader import catalog_gpu, load_scenario
 from inferasim.cost.calibrated import CalibratedOracle
 from inferasim.cost.oracle import AnalyticOracle, StepBatch
 from inferasim.validate.anchors import validate_store
@@ -25,13 +25,14 @@ ISL, OSL = 1024, 1024
 
 
 def record(model: str, conc: int, step: float, *, engine: str = "sglang", spec: str = "none",
-           build: str = "lmsysorg/sglang:v0.5.9-rocm700-mi35x", tp: int = 8) -> AnchorRecord:
-    regime = {"model": model, "engine": engine, "gpu": "mi355x", "weight_dtype": "fp8",
+           build: str = "lmsysorg/sglang:v0.5.9-rocm700-mi35x", tp: int = 8,
+           gpu: str = "mi355x") -> AnchorRecord:
+    regime = {"model": model, "engine": engine, "gpu": gpu, "weight_dtype": "fp8",
               "spec_method": spec, "tp": tp, "ep": 1, "dp_attention": 1, "num_gpus": tp}
     if spec != "none":
         regime["draft_tokens"] = 1
     return AnchorRecord.from_dict({
-        "id": f"t-{model}-{engine}-{spec}-tp{tp}-{build.rsplit(':', 1)[-1]}-c{conc}",
+        "id": f"t-{model}-{engine}-{spec}-tp{tp}-{gpu}-{build.rsplit(':', 1)[-1]}-c{conc}",
         "provenance": {"source": "test", "image": build},
         "regime": regime,
         "workload": {"isl": ISL, "osl": OSL, "concurrency": conc},
@@ -223,3 +224,32 @@ def test_the_carried_time_comes_from_one_harness():
     assert [r.label for r in prior.frontend_from("deepseek-r1", "mtp", False)] == ["e"]
     assert [r.label for r in prior.frontend_from("deepseek-r1", "none", True)] == ["g"]
     assert prior.frontend_from("kimi-k2.5", "none", False) == []
+
+
+def test_past_the_part_the_prior_is_the_same_engine_on_another_part_of_its_isa(target):
+    """No anchor on the target's part and engine: its own model on another part of the same
+    ISA under the same engine stands in (MI325X for MI300X, both gfx942), each regime read
+    against the analytic step of its own part; another model there, or a part of another ISA,
+    never does."""
+    mi300x = attrs.evolve(target, gpu=catalog_gpu("mi300x"))
+    mi325x = sweep("deepseek-r1", 1.4, gpu="mi325x", build="lmsysorg/sglang:v0.5.9-rocm630-mi30x")
+    found = AnchorStore(mi325x).for_target(mi300x)
+    assert found.prior_level == "model, ISA and engine"
+    assert found.refused_by_axis()["gpu"] == 3
+    oracle = CalibratedOracle(mi300x, AnchorStore(mi325x))
+    assert oracle.calibration["mode"] == "prior"
+    (read,) = oracle.prior.readings
+    assert "mi325x" in read.label
+    # its level is its steps over the MI325X's analytic step, not the MI300X's
+    mi325x_scenario = attrs.evolve(target, gpu=catalog_gpu("mi325x"))
+    own = AnalyticOracle(mi325x_scenario).step(
+        StepBatch(decode_context=np.full(4, ISL + OSL / 2.0))).seconds
+    assert read.level == pytest.approx(1.4 * 0.010 / own, rel=0.05)
+    # the same part's anchors come first; another ISA (gfx950) is no prior for gfx942
+    assert AnchorStore(mi325x + sweep("glm-5", 1.0, gpu="mi300x")).for_target(
+        mi300x).prior_level == "part and engine"
+    assert AnchorStore(sweep("deepseek-r1", 1.0)).for_target(mi300x).prior_level is None
+    assert AnchorStore(sweep("glm-5", 1.0, gpu="mi325x")).for_target(mi300x).prior_level is None
+    # a prior from another part carries no time outside the engine
+    timed = _with_ttft(mi325x, 0.25)
+    assert not CalibratedOracle(mi300x, AnchorStore(timed)).frontend_modelled

@@ -47,11 +47,17 @@ PREFILL_POINT_BAND = 1.25
 #: another step. Nor is the engine: held out by model, a prior from the part's other engines
 #: did worse than the analytic model on two of the three regimes it reached and barely better
 #: on the third (DeepSeek-R1 SGLang and TRT-LLM on H200 from vLLM's grids, GLM-5 vLLM MTP
-#: from SGLang and TRT-LLM; docs/anchors.md, "A prior per part and engine"), so the chain
-#: goes from the part and engine to the analytic model.
+#: from SGLang and TRT-LLM; docs/anchors.md, "A prior per part and engine"). Past the part,
+#: the same model under the same engine on another part of the same ISA (MI300X and MI325X,
+#: H100 and H200, B200 and GB200): the same kernels on the same silicon generation, other
+#: memory and clocks, which the analytic step reads from each part's own figures. Not another
+#: model there: nothing held out supports it, and the vLLM H200 grids' MoE models would price
+#: Llama-3.1-8B on an H100 at 4.6x the analytic TPOT (docs/anchors.md, "A prior per model, ISA
+#: and engine"). Then the analytic model.
+_LAYOUT_AXES = frozenset({"weight_dtype", "kv_dtype", "tp", "ep", "dp_attention", "dcp"})
 PRIOR_LEVELS = (
-    ("part and engine", frozenset({"model", "weight_dtype", "kv_dtype", "tp", "ep",
-                                   "dp_attention", "dcp"})),
+    ("part and engine", _LAYOUT_AXES | {"model"}),
+    ("model, ISA and engine", _LAYOUT_AXES | {"gpu"}),
 )
 
 
@@ -331,7 +337,7 @@ class AnchorStore:
         usable, set_aside, crossed, build_note = _prefer_build(compatible, target.build)
         level = None
         if not usable and prior:
-            level, usable = _prior(refused, target.build)
+            level, usable = _prior(refused, target.build, target.gpu_isa)
         prefill_ok, prefill_note = prefill_coverage(usable, target.isl)
         warnings = _contradictions(usable) + _decode_coverage(usable, target.batch)
         return TargetAnchors(
@@ -343,14 +349,17 @@ class AnchorStore:
         )
 
 
-def _prior(refused: list[Refusal], build: str) -> tuple[str | None, list[AnchorRecord]]:
+def _prior(refused: list[Refusal], build: str, isa: str | None
+           ) -> tuple[str | None, list[AnchorRecord]]:
     """The nearest level of PRIOR_LEVELS that holds anchors, and those anchors: within each
-    regime they hold (its model, weights, KV, layout, engine), the target's build where that
-    regime has it, else its newest build, as for the target's own anchors (builds months apart
-    are not pooled). Engines inferasim does not model, and anchors without a closed-loop
-    decode step, are no prior."""
+    regime they hold (its part, model, weights, KV, layout, engine), the target's build where
+    that regime has it, else its newest build, as for the target's own anchors (builds months
+    apart are not pooled). Another part counts only where its ISA is the target's ``isa``.
+    Engines inferasim does not model, and anchors without a closed-loop decode step, are no
+    prior."""
     for level, crossing in PRIOR_LEVELS:
         found = [r.anchor for r in refused if set(r.axes) <= crossing
+                 and ("gpu" not in r.axes or (isa and r.anchor.regime.gpu_isa == isa))
                  and nz.modelled(r.anchor.regime.engine) and r.anchor.regime.model is not None
                  and r.anchor.decode_step_s is not None]
         if not found:
@@ -358,8 +367,8 @@ def _prior(refused: list[Refusal], build: str) -> tuple[str | None, list[AnchorR
         regimes: dict[tuple, list[AnchorRecord]] = {}
         for r in found:
             reg = r.regime
-            regimes.setdefault((reg.model, reg.weight_dtype, reg.kv_dtype, reg.tp, reg.ep,
-                                reg.dp_attention, reg.dcp, reg.engine, reg.spec_method,
+            regimes.setdefault((reg.gpu, reg.model, reg.weight_dtype, reg.kv_dtype, reg.tp,
+                                reg.ep, reg.dp_attention, reg.dcp, reg.engine, reg.spec_method,
                                 reg.draft_tokens), []).append(r)
         chosen: list[AnchorRecord] = []
         for group in regimes.values():

@@ -35,6 +35,14 @@ def catalog_model(name: str, weight_dtype: str | None = None, *,
                       origins={f"model.{k}": v for k, v in morigins.items()})
 
 
+def catalog_gpu(name: str, *, origin_file: str = "<catalog>",
+                default_file: str | None = None) -> GpuSpec:
+    """A catalog GPU part."""
+    gdata, gorigins, _ = load_entry("gpus", name, key="gpu.name", origin_file=origin_file)
+    return build_spec(GpuSpec, gdata, prefix="gpu", default_file=default_file or origin_file,
+                      origins={f"gpu.{k}": v for k, v in gorigins.items()})
+
+
 def resolve(data: dict[str, Any], origins: dict[str, str], path: str, *,
             check_fit: bool = True) -> Scenario:
     spec: ScenarioSpec = build_spec(ScenarioSpec, data, origins=origins, default_file=path)
@@ -44,10 +52,8 @@ def resolve(data: dict[str, Any], origins: dict[str, str], path: str, *,
                           dtype_origin=_origin(origins, "model.weight_dtype", path),
                           default_file=str(path))
 
-    gdata, gorigins, _ = load_entry("gpus", spec.gpu.name, key="gpu.name",
-                                    origin_file=_origin(origins, "gpu.name", path))
-    gpu = build_spec(GpuSpec, gdata, prefix="gpu", default_file=str(path),
-                     origins={f"gpu.{k}": v for k, v in gorigins.items()})
+    gpu = catalog_gpu(spec.gpu.name, origin_file=_origin(origins, "gpu.name", path),
+                      default_file=str(path))
 
     engine_name = spec.engine.get("name")
     if not isinstance(engine_name, str):

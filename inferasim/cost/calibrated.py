@@ -70,7 +70,7 @@ import numpy as np
 from inferasim.arch.memory import model_memory_plan
 from inferasim.config.errors import ConfigError
 from inferasim.config.knobs import Knobs
-from inferasim.config.loader import catalog_model, rank_scenario
+from inferasim.config.loader import catalog_gpu, catalog_model, rank_scenario
 from inferasim.config.scenario import ParallelSpec, Scenario
 from inferasim.cost.calibration_report import calibration_report
 from inferasim.cost.kv_ceiling import KvCeiling, read_ceiling
@@ -128,7 +128,7 @@ class CalibratedOracle:
         # (ratio_table.EXTRAPOLATION_LIMIT's note).
         self._one_sided = spec.method == "none"
         self._oracles: dict[tuple, AnalyticOracle] = {}
-        self._models: dict[tuple, Any] = {}   # a prior's anchors' catalog models
+        self._models: dict[tuple, Any] = {}   # a prior's anchors' catalog models and parts
         self._lone_prefills: dict[tuple, float] = {}
         self._wave_prefills: dict[tuple, float] = {}
         self._pools: dict[tuple, int] = {}
@@ -177,9 +177,13 @@ class CalibratedOracle:
         if self.prior is not None:
             self.prefill_slope = self.prior.prefill_slope
             self.prefill_step_overhead_s = self.prior.overhead_s
+            from inferasim.anchors.store import PRIOR_LEVELS
+
             # The time outside the engine is a harness's own, not the part's: carried only
-            # from the target model's other colocated layouts in one harness (prior.py).
+            # from the target model's other colocated layouts on its part in one harness
+            # (prior.py).
             self._frontend_from = [] if scenario.topology.kind == "disaggregated" \
+                or self.prior.level != PRIOR_LEVELS[0][0] \
                 else self.prior.frontend_from(scenario.model.name, scenario.speculative.method,
                                               scenario.parallel.dp_attention > 1)
             self._frontend_modelled = bool(self._frontend_from)
@@ -250,8 +254,8 @@ class CalibratedOracle:
                                 prefill_calibrated=ok)
             sub = CalibratedOracle(self._anchor_scenario(group[0]), self._store, self.knobs,
                                    anchors=own, rank_level=self.rank_level)
-            label = (f"{group[0].regime.model} {key[-1]} tp{key[0]} ep{key[1]} dpa{key[2]} "
-                     f"kv {key[4]}")
+            label = (f"{group[0].regime.model} {key[-1]} {key[7]} tp{key[0]} ep{key[1]} "
+                     f"dpa{key[2]} kv {key[4]}")
             prov = group[0].provenance
             read = reading(label, group[0].regime.model or "?", sub, (prov.source, prov.tool),
                            bool(group[0].regime.disaggregated),
@@ -284,18 +288,23 @@ class CalibratedOracle:
         parallel = ParallelSpec(tp=tp or par.tp, ep=ep or par.ep,
                                 dp_attention=dpa or par.dp_attention, dcp=reg.dcp or par.dcp)
         engine = attrs.evolve(sc.engine, kv_dtype=reg.kv_dtype or sc.kv_dtype)
-        model = sc.model
+        model, gpu = sc.model, sc.gpu
         if self.result.prior_level is not None:
             dtype = reg.weight_dtype if reg.weight_dtype not in (None, "fp4") else None
             model = self._models.get((reg.model, dtype))
             if model is None:  # read from the catalog once per model and dtype
                 model = self._models[(reg.model, dtype)] = catalog_model(reg.model, dtype)
-        return attrs.evolve(sc, model=model, parallel=parallel, engine=engine)
+            if reg.gpu is not None and reg.gpu != gpu.name:
+                # a prior from another part of the ISA reads its step against its own part
+                gpu = self._models.get(("gpu", reg.gpu))
+                if gpu is None:
+                    gpu = self._models[("gpu", reg.gpu)] = catalog_gpu(reg.gpu)
+        return attrs.evolve(sc, model=model, gpu=gpu, parallel=parallel, engine=engine)
 
     @staticmethod
     def _anchor_key(sc: Scenario) -> tuple:
         return (sc.parallel.tp, sc.parallel.ep, sc.parallel.dp_attention, sc.parallel.dcp,
-                sc.kv_dtype, sc.model.name, sc.model.weight_dtype)
+                sc.kv_dtype, sc.model.name, sc.model.weight_dtype, sc.gpu.name)
 
     def _anchor_oracle(self, record) -> tuple[AnalyticOracle, tuple]:
         sc = self._anchor_scenario(record)
