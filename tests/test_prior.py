@@ -253,3 +253,23 @@ def test_past_the_part_the_prior_is_the_same_engine_on_another_part_of_its_isa(t
     # a prior from another part carries no time outside the engine
     timed = _with_ttft(mi325x, 0.25)
     assert not CalibratedOracle(mi300x, AnchorStore(timed)).frontend_modelled
+
+
+def test_a_dense_model_takes_no_prior_from_mixtures_of_experts(target):
+    """Every anchored model is a mixture of experts: a dense target is left to the analytic
+    model (the vLLM H200 grids' MoE regimes read a Llama-3.1-8B's decode 4-5x slow), and the
+    report says why."""
+    from inferasim.config.loader import catalog_model
+
+    dense = attrs.evolve(target, model=catalog_model("llama-3.1-70b"))
+    store = AnchorStore(sweep("glm-5", 1.5) + sweep("kimi-k2.5", 2.0))
+    assert store.for_target(dense).prior_level == "part and engine"
+    oracle = CalibratedOracle(dense, store)
+    assert oracle.calibration["mode"] == "analytic" and not oracle.calibrated
+    notes = oracle.calibration["notes"]
+    assert notes[0].startswith("no regime of the part and engine prices this model")
+    assert any("glm-5, kimi-k2.5 are left out" in n for n in notes)
+    batch = StepBatch(decode_context=np.full(8, 1500.0))
+    assert oracle.step(batch).seconds == pytest.approx(AnalyticOracle(dense).step(batch).seconds)
+    # the same anchors price a mixture-of-experts target
+    assert CalibratedOracle(target, store).calibration["mode"] == "prior"

@@ -248,7 +248,15 @@ class CalibratedOracle:
             groups.setdefault(self._anchor_oracle(record)[1] + (reg.engine,), []).append(record)
         readings = []
         target = self.result.target
+        moe = self.scenario.model.ffn.is_moe
+        other_kind: set[str] = set()
         for key, group in groups.items():
+            if self._anchor_scenario(group[0]).model.ffn.is_moe != moe:
+                # Every anchored model is a mixture of experts: what a prior carries was held
+                # out on those alone, and carried to a dense model it read its decode 4-5x
+                # slow (docs/anchors.md, "A prior per part and engine").
+                other_kind.add(group[0].regime.model or "?")
+                continue
             ok, _ = prefill_coverage(group, target.isl)
             own = TargetAnchors(target=target, usable=tuple(group), refused=(),
                                 prefill_calibrated=ok)
@@ -263,6 +271,11 @@ class CalibratedOracle:
                            (group[0].regime.dp_attention or 1) > 1)
             if read is not None:
                 readings.append(read)
+        if other_kind:
+            kinds = ("dense", "mixture-of-experts") if moe else ("mixture-of-experts", "dense")
+            self._notes.append(
+                f"prior regimes of {', '.join(sorted(other_kind))} are left out: a {kinds[1]} "
+                f"model's prior is no {kinds[0]} model's (none held out supports it)")
         if not readings:
             self._notes.append("no regime of the prior calibrates a decode step")
             return None

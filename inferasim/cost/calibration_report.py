@@ -27,6 +27,10 @@ def calibration_report(oracle) -> dict[str, Any]:
             if refused:
                 top = ", ".join(f"{a} {n}" for a, n in list(refused.items())[:4])
                 reason += f" ({len(res.refused)} refused; by axis: {top})"
+        elif res.prior_level is not None:
+            reason = (f"no regime of the {res.prior_level} prices this model: the oracle falls "
+                      "back to the analytic model")
+            notes = [n for n in notes if n != res.prior_note]   # the prior was not used
         else:
             reason = ("no usable anchor records a closed-loop decode step: the oracle falls "
                       "back to the analytic model")
