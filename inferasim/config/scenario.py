@@ -133,6 +133,14 @@ class EngineSpec:
     # requests only every this many steps (at once after a prefill step or when idle); 1 =
     # every step, as vLLM and ATOM do.
     scheduler_recv_interval: int = attrs.field(default=1, metadata=at_least(1))
+    # TensorRT-LLM attention_dp_config (attention-DP ranks stepping together): with
+    # attention_dp_balance a rank starts its prompts only when every rank has one, else after
+    # attention_dp_timeout_iters steps, and holds them attention_dp_batching_wait_iters more
+    # when every rank also decodes (serve/adp_balance.py). TensorRT-LLM's own defaults: off,
+    # 50, 10 [3P: its AttentionDpConfig]; InferenceMAX's recipes set on, 60, 0.
+    attention_dp_balance: bool = False
+    attention_dp_timeout_iters: int = attrs.field(default=50, metadata=at_least(1))
+    attention_dp_batching_wait_iters: int = attrs.field(default=10, metadata=at_least(0))
     # --stream-interval (vLLM >= 0.12, SGLang): tokens a stream buffers before the server
     # sends them (the first goes at once). Only the client-side ITL (itl_client_mean_ms)
     # sees it; a speculative step's tokens arrive together even at 1 (engines.md 8).

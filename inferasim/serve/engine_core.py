@@ -52,6 +52,8 @@ class EngineCore:
         self.kv = kv
         self._done = on_done
         self.max_num_seqs = eng.max_num_seqs
+        # set by an attention-DP group that balances prompts across its ranks (adp_balance)
+        self.hold_prompts = False
         self.max_batched_tokens = eng.max_num_batched_tokens
         # Decode tokens a step may hold (what ``schedule_decodes`` is offered).
         self._decode_budget = float("inf") if eng.scheduler == "prefill-exclusive" \

@@ -20,6 +20,7 @@ import numpy as np
 import simpy
 
 from inferasim.cost.oracle import StepBatch
+from inferasim.serve.adp_balance import AdpBalance
 from inferasim.serve.engine import step_ends, wait_through
 
 
@@ -35,6 +36,11 @@ class LockstepGroup:
         self._cut = False  # an arrival cut the run in flight
         for rank in ranks:
             rank.join_group(self)
+        eng = oracle.scenario.engine
+        # TensorRT-LLM's attention-DP prompt balancing (adp_balance.py)
+        self.balance = AdpBalance(eng.attention_dp_timeout_iters,
+                                  eng.attention_dp_batching_wait_iters) \
+            if eng.attention_dp_balance and len(ranks) > 1 else None
         self.steps = 0
         self.macro_steps = 0
         self.process = env.process(self._run())
@@ -52,6 +58,10 @@ class LockstepGroup:
         env = self.env
         while True:
             now = env.now
+            if self.balance is not None:
+                hold = not self.balance.admits(*self._rank_state())
+                for rank in self.ranks:
+                    rank.hold_prompts = hold
             steps = [rank.form_step(now) for rank in self.ranks]
             if all(s is None for s in steps):
                 self._wake = env.event()
@@ -73,6 +83,12 @@ class LockstepGroup:
                 if s is not None:
                     rank.apply_step(s, seconds)
                     rank.sample_occupancy(env.now)
+
+    def _rank_state(self) -> tuple[list[bool], list[bool], list[bool]]:
+        """Per rank: a prompt to start, requests it decodes, a free running slot."""
+        return ([bool(r.waiting or r.prefilling) for r in self.ranks],
+                [bool(r.decoding) for r in self.ranks],
+                [len(r.running) < r.max_num_seqs for r in self.ranks])
 
     def _macro_length(self, steps: list) -> int:
         """Group steps every busy rank's batch runs unchanged (0 = some rank is not steady);
@@ -97,6 +113,8 @@ class LockstepGroup:
         env = self.env
         busy = [(rank, step) for rank, step in zip(self.ranks, steps, strict=True)
                 if step is not None]
+        # the ranks as every step of the run saw them (an arrival that cuts it comes after)
+        state = self._rank_state() if self.balance is not None else None
         t0 = env.now
         ends = _EMPTY
         done = start = 0
@@ -116,6 +134,9 @@ class LockstepGroup:
             start, piece = stop, 2 * piece
         self.steps += done
         self.macro_steps += 1
+        if self.balance is not None:
+            # the run's first step was counted when it was formed; the rest count here
+            self.balance.advance(done - 1, *state)
         seconds = float(ends[done - 1]) - t0
         for rank, step in busy:
             rank.hold_plan(None)

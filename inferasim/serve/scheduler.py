@@ -218,6 +218,8 @@ def schedule_unified(eng: EngineInstance, now: float) -> Step:
     preempted = schedule_decodes(eng, step, now, eng.max_batched_tokens)
     budget = TokenBudget(eng.max_batched_tokens - len(step.decodes) * eng.width)
     step.prefill_budget = budget.tokens
+    if eng.hold_prompts:   # attention-DP balancing holds every prompt this step (adp_balance)
+        return step
     per_step = eng.policy.allocates_per_step
     preempted_ids: set[int] = set()
     for req in list(eng.prefilling):
