@@ -166,8 +166,9 @@ class TargetAnchors:
         engines = sorted({r.regime.engine or "?" for r in self.usable})
         return (f"prior: no anchor of this regime; {len(self.usable)} anchor(s) of the same "
                 f"{self.prior_level} ({', '.join(models)} under {', '.join(engines)}) carry "
-                "how far that part ran from the analytic step, each against its own model's "
-                "analytic step; a prior, not a measurement of this deployment")
+                "how far their part and engine ran from the analytic step, each against its "
+                "own model's analytic step on its own part; a prior, not a measurement of this "
+                "deployment")
 
     @property
     def notes(self) -> list[str]:
