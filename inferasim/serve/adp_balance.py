@@ -49,10 +49,8 @@ class AdpBalance:
             return
         if all(free) and all(prompts):
             self.waiting = 0
-            if all(decodes) and self.batching_wait_iters:
+            if all(decodes):   # else the batching counter stands
                 self.batching = (self.batching + steps) % (self.batching_wait_iters + 1)
-            else:
-                self.batching = 0
         elif not all(decodes):
             self.waiting = 0
         else:
