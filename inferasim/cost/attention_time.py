@@ -21,6 +21,8 @@ Math rates:
   KV to bf16; GQA paged attention and DeepSeek-V4's kernel are priced at bf16; prefill is bf16.
 - the indexer term runs at its own dtype's rate (fp8 for DSA / DeepSeek-V4) divided by the
   GPU's ``sparse_indexer_cost_scale`` (fused AITER on gfx950 = 1, unfused Torch on gfx942 > 1).
+- the sparse selection's prefill runs at the attention rate divided by the GPU's
+  ``sparse_prefill_cost_scale`` (the measured kernel's shortfall; 1 where none is known).
   The indexer is replicated on every attention-TP rank (ReplicatedLinear, all index heads per
   rank), so its FLOPs and its index-key reads are not divided by TP.
 """
@@ -35,6 +37,7 @@ from inferasim.arch.gpu import GpuSpec
 PHASES = ("prefill", "decode", "dpa-decode")
 DECODE_PHASES = ("decode", "dpa-decode")
 INDEXING = "indexing"
+SELECTION = "selection"
 
 
 FP8_MATH_KINDS = ("mla", "mla_dsa")
@@ -81,6 +84,7 @@ def attention_seconds(cost: AttentionCost, gpu: GpuSpec, *, phase: str, attn_tp:
         raise ValueError(phase)
     attn_rate = attention_rate(gpu, math_dtype)
     index_rate = indexer_rate(gpu, index_dtype=index_dtype, indexer_cost_scale=indexer_cost_scale)
+    selection_scale = gpu.sparse_prefill_cost_scale if phase == "prefill" else 1.0
     bw = gpu.hbm_bw * gpu.efficiency.memory
     out: dict[str, np.ndarray] = {}
     for term, flops in cost.flops.items():
@@ -90,6 +94,8 @@ def attention_seconds(cost: AttentionCost, gpu: GpuSpec, *, phase: str, attn_tp:
             divisor = 1.0
         else:
             compute = flops / (attn_rate * attn_tp)
+            if term == SELECTION:
+                compute = compute * selection_scale
             divisor = kv_bytes_divisor
         if phase == "decode" or (dpa_roofline and phase == "dpa-decode"):
             memory = np.asarray(cost.bytes.get(term, 0.0), dtype=np.float64) / (bw * divisor)
