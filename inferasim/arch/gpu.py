@@ -48,7 +48,7 @@ class GpuSpec:
     # Relative cost of the sparse-selection prefill kernel (DSA's top-k MLA prefill) on this
     # part against the attained attention rate: 1.0 for a kernel that attains it, more where
     # the kernel measured runs below it (SGLang's TileLang kernel on gfx950).
-    sparse_prefill_cost_scale: float = 1.0
+    sparse_prefill_cost_scale: float = attrs.field(default=1.0, metadata=above(0))
     l2_bytes: float = 0.0
     # The GPU's own NIC on the scale-out network (RDMA between scale-up domains), bytes/s
     # one way, and the latency one cross-domain hop adds; 0 = not known, and a layout whose
