@@ -21,10 +21,10 @@ Math rates:
   KV to bf16; GQA paged attention and DeepSeek-V4's kernel are priced at bf16; prefill is bf16.
 - the indexer term runs at its own dtype's rate (fp8 for DSA / DeepSeek-V4) divided by the
   GPU's ``sparse_indexer_cost_scale`` (fused AITER on gfx950 = 1, unfused Torch on gfx942 > 1).
-- the sparse selection's prefill runs at the attention rate divided by the GPU's
-  ``sparse_prefill_cost_scale`` (the measured kernel's shortfall; 1 where none is known).
   The indexer is replicated on every attention-TP rank (ReplicatedLinear, all index heads per
   rank), so its FLOPs and its index-key reads are not divided by TP.
+- the sparse selection's prefill runs at the attention rate divided by the GPU's
+  ``sparse_prefill_cost_scale`` (the measured kernel's shortfall; 1 where none is known).
 """
 
 from __future__ import annotations

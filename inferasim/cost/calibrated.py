@@ -128,7 +128,8 @@ class CalibratedOracle:
         # (ratio_table.EXTRAPOLATION_LIMIT's note).
         self._one_sided = spec.method == "none"
         self._oracles: dict[tuple, AnalyticOracle] = {}
-        self._models: dict[tuple, Any] = {}   # a prior's anchors' catalog models and parts
+        self._models: dict[tuple, Any] = {}   # a prior's anchors' catalog models
+        self._parts: dict[str, Any] = {}      # ...and their parts, where not the target's
         self._lone_prefills: dict[tuple, float] = {}
         self._wave_prefills: dict[tuple, float] = {}
         self._pools: dict[tuple, int] = {}
@@ -177,15 +178,13 @@ class CalibratedOracle:
         if self.prior is not None:
             self.prefill_slope = self.prior.prefill_slope
             self.prefill_step_overhead_s = self.prior.overhead_s
-            from inferasim.anchors.store import PRIOR_LEVELS
-
             # The time outside the engine is a harness's own, not the part's: carried only
             # from the target model's other colocated layouts on its part in one harness
             # (prior.py).
             self._frontend_from = [] if scenario.topology.kind == "disaggregated" \
-                or self.prior.level != PRIOR_LEVELS[0][0] \
                 else self.prior.frontend_from(scenario.model.name, scenario.speculative.method,
-                                              scenario.parallel.dp_attention > 1)
+                                              scenario.parallel.dp_attention > 1,
+                                              scenario.gpu.name)
             self._frontend_modelled = bool(self._frontend_from)
             if self._frontend_modelled:
                 self.frontend_latency_s = float(np.median(
@@ -264,11 +263,7 @@ class CalibratedOracle:
                                    anchors=own, rank_level=self.rank_level)
             label = (f"{group[0].regime.model} {key[-1]} {key[7]} tp{key[0]} ep{key[1]} "
                      f"dpa{key[2]} kv {key[4]}")
-            prov = group[0].provenance
-            read = reading(label, group[0].regime.model or "?", sub, (prov.source, prov.tool),
-                           bool(group[0].regime.disaggregated),
-                           group[0].regime.spec_method or "none",
-                           (group[0].regime.dp_attention or 1) > 1)
+            read = reading(label, group[0], sub)
             if read is not None:
                 readings.append(read)
         if other_kind:
@@ -309,9 +304,9 @@ class CalibratedOracle:
                 model = self._models[(reg.model, dtype)] = catalog_model(reg.model, dtype)
             if reg.gpu is not None and reg.gpu != gpu.name:
                 # a prior from another part of the ISA reads its step against its own part
-                gpu = self._models.get(("gpu", reg.gpu))
+                gpu = self._parts.get(reg.gpu)
                 if gpu is None:
-                    gpu = self._models[("gpu", reg.gpu)] = catalog_gpu(reg.gpu)
+                    gpu = self._parts[reg.gpu] = catalog_gpu(reg.gpu)
         return attrs.evolve(sc, model=model, gpu=gpu, parallel=parallel, engine=engine)
 
     @staticmethod
@@ -808,10 +803,9 @@ class CalibratedOracle:
         if rows is not None:
             # some batch was measured at several contexts: each batch's ratio read at this
             # context (between its own contexts, interpolated), then across the batches
-            logb, ratios, log_ctx = self._table(width)
+            logb, _ratios, log_ctx = self._table(width)
             lc = math.log(context)
-            at = np.exp([_log_ratio_at_context(xs, ys, math.log(r_b), own, lc, slope)
-                         for (xs, ys), r_b, own in zip(rows, ratios, log_ctx, strict=True)])
+            at = np.exp([_log_ratio_at_context(xs, ys, lc, slope) for xs, ys in rows])
             return ratio_at(math.log(n), logb, at, log_ctx, prior_slope=self._prior_slope,
                             one_sided=self._one_sided)
         if not slope:
@@ -1053,23 +1047,29 @@ STALL_SETTLED = 0.01
 CONTEXT_RATIO_LIMIT = 2.0
 
 
+_LOG_CONTEXT_LIMIT = math.log(CONTEXT_RATIO_LIMIT)
+
+
+def _log_context_factor(slope: float, log_ctx_delta: float) -> float:
+    """log ``context_factor``: scalar min/max, as it is read at every step of a macro-step."""
+    return min(_LOG_CONTEXT_LIMIT, max(-_LOG_CONTEXT_LIMIT, slope * log_ctx_delta))
+
+
 def context_factor(slope: float, log_ctx_delta: float) -> float:
     """The decode ratio's change ``log_ctx_delta`` away from the anchors' context."""
-    bound = math.log(CONTEXT_RATIO_LIMIT)
-    return math.exp(float(np.clip(slope * log_ctx_delta, -bound, bound)))
+    return math.exp(_log_context_factor(slope, log_ctx_delta))
 
 
-def _log_ratio_at_context(xs: list[float], ys: list[float], base: float, own: float,
-                          lc: float, slope: float) -> float:
+def _log_ratio_at_context(xs: list[float], ys: list[float], lc: float, slope: float) -> float:
     """One batch's log decode ratio at log context ``lc``: interpolated between the two of
-    its contexts ``xs`` (log ratios ``ys``) around ``lc``; outside them, the batch's mean
-    ratio (its contexts' mean ``own``) carried by the context slope."""
+    its measured contexts ``xs`` (log ratios ``ys``) around ``lc``; outside them, the nearest
+    one's carried by the context slope (bounded, ``context_factor``)."""
     if len(xs) > 1 and xs[0] <= lc <= xs[-1]:
         k = min(bisect.bisect_right(xs, lc), len(xs) - 1)
         x0, x1 = xs[k - 1], xs[k]
         return ys[k - 1] + (ys[k] - ys[k - 1]) * (lc - x0) / (x1 - x0)
     end = 0 if lc < xs[0] else -1
-    return ys[end] + math.log(context_factor(slope, lc - xs[end]))
+    return ys[end] + _log_context_factor(slope, lc - xs[end])
 
 
 def _decode_part(batch: StepBatch) -> StepBatch:

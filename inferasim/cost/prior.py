@@ -45,6 +45,7 @@ class RegimeReading:
     disaggregated: bool = False
     speculative: str = "none"     # its speculative method
     ranks_apart: bool = False     # attention-DP ranks (dp_attention > 1)
+    part: str | None = None       # the GPU part it ran on
 
     def to_dict(self) -> dict[str, Any]:
         out = {"regime": self.label, "model": self.model, "anchors": self.anchors,
@@ -55,17 +56,19 @@ class RegimeReading:
         return out
 
 
-def reading(label: str, model: str, oracle, harness: tuple = (), disaggregated: bool = False,
-            speculative: str = "none", ranks_apart: bool = False) -> RegimeReading | None:
-    """A calibrated regime's reading; None when its oracle calibrated nothing."""
+def reading(label: str, record, oracle) -> RegimeReading | None:
+    """A calibrated regime's reading (``record`` one of its anchors); None when its oracle
+    calibrated nothing."""
     if not oracle.calibrated:
         return None
     table = oracle.decode_table()
     level = table[min(table)]
     slope = oracle.prefill_slope if oracle.calibration["prefill"] == "calibrated" else None
-    return RegimeReading(label, model, len(oracle.points), level, (min(table), max(table)),
-                         slope, oracle.prefill_step_overhead_s, oracle, harness,
-                         disaggregated, speculative, ranks_apart)
+    reg, prov = record.regime, record.provenance
+    return RegimeReading(label, reg.model or "?", len(oracle.points), level,
+                         (min(table), max(table)), slope, oracle.prefill_step_overhead_s,
+                         oracle, (prov.source, prov.tool), bool(reg.disaggregated),
+                         reg.spec_method or "none", (reg.dp_attention or 1) > 1, reg.gpu)
 
 
 class PooledPrior:
@@ -80,16 +83,17 @@ class PooledPrior:
         self.prefill_slope = float(np.median(slopes)) if slopes else 1.0
         self.overhead_s = float(np.median([r.overhead_s for r in readings]))
 
-    def frontend_from(self, model: str | None, speculative: str,
-                      ranks_apart: bool) -> list[RegimeReading]:
-        """The colocated regimes of ``model`` and the ``speculative`` method that read a time
-        outside the engine, all of one harness (the one most of them were measured with):
-        what a colocated target of that model carries as its own. Empty for another model, or
-        where none read one. (A speculative regime's TTFT beyond the model also holds what
-        its verify steps are mispriced by: carried across methods it went +131% to +573%.)"""
+    def frontend_from(self, model: str | None, speculative: str, ranks_apart: bool,
+                      part: str | None = None) -> list[RegimeReading]:
+        """The colocated regimes of ``model`` and the ``speculative`` method on ``part`` (None:
+        any) that read a time outside the engine, all of one harness (the one most of them
+        were measured with): what a colocated target of that model carries as its own. Empty
+        for another model or part, or where none read one. (A speculative regime's TTFT beyond
+        the model also holds what its verify steps are mispriced by: carried across methods it
+        went +131% to +573%; another part is another machine.)"""
         own = [r for r in self.readings if model and r.model == model
                and r.speculative == speculative and r.ranks_apart == ranks_apart
-               and not r.disaggregated
+               and (part is None or r.part == part) and not r.disaggregated
                and r.oracle.frontend_modelled]
         if not own:
             return []

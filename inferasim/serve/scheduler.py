@@ -218,7 +218,9 @@ def schedule_unified(eng: EngineInstance, now: float) -> Step:
     preempted = schedule_decodes(eng, step, now, eng.max_batched_tokens)
     budget = TokenBudget(eng.max_batched_tokens - len(step.decodes) * eng.width)
     step.prefill_budget = budget.tokens
-    if eng.hold_prompts:   # attention-DP balancing holds every prompt this step (adp_balance)
+    if eng.hold_prompts:
+        # attention-DP balancing holds every prompt this step; it holds them only while every
+        # rank decodes (adp_balance), so the step is not empty
         return step
     per_step = eng.policy.allocates_per_step
     preempted_ids: set[int] = set()
@@ -241,7 +243,8 @@ def schedule_prefill_exclusive(eng: EngineInstance, now: float) -> Step:
     step = Step()
     budget = TokenBudget(eng.chunked_prefill_size)
     step.prefill_budget = eng.chunked_prefill_size
-    mid_chunk = eng.prefilling[0] if eng.prefilling else None
+    # attention-DP balancing holds every prompt this step (adp_balance): decodes only
+    mid_chunk = eng.prefilling[0] if eng.prefilling and not eng.hold_prompts else None
     if mid_chunk is not None:
         chunk = budget.chunk(mid_chunk)
         # An engine that allocates per step (vLLM's policy, here under an exclusive step)
@@ -250,7 +253,7 @@ def schedule_prefill_exclusive(eng: EngineInstance, now: float) -> Step:
                 eng, step, mid_chunk, mid_chunk.computed + chunk, now, set(), budget):
             step.prefills.append((mid_chunk, chunk))
             budget.take(chunk)
-    if budget.left:  # the request mid-chunk (if any) finishes its prompt this step
+    if budget.left and not eng.hold_prompts:  # the request mid-chunk (if any) finishes
         _admit(eng, step, now, budget, one_chunk=True)
     if step.prefills:
         return step
