@@ -221,6 +221,39 @@ workload: {{format: agentx, trace: {path}, concurrency: 2, idle_cap_ms: 5000}}
     assert src.corpus.n_trees <= 3
 
 
+def test_output_scale_multiplies_each_recorded_output_and_keeps_the_prompts(corpus_slice,
+                                                                            write_yaml):
+    from inferasim.config.loader import load_scenario
+    from inferasim.workload.agentx import agentx_source
+
+    path, _ = corpus_slice
+    c = load_agentx(path, use_cache=False)
+    assert c.with_output_scale(1.0) is c
+    scaled = c.with_output_scale(2.5)
+    assert np.array_equal(scaled.output, np.maximum(1, np.rint(c.output * 2.5)))
+    assert np.array_equal(scaled.prompt, c.prompt) and scaled.keys is c.keys
+    assert scaled.output_per_prompt_token() == pytest.approx(
+        scaled.output.sum() / c.prompt.sum())
+    assert np.all(c.with_output_scale(1e-6).output == 1)   # never a request with no output
+    scen = write_yaml("s/agentx.yaml", f"""
+model: {{name: minimax-m2.5, weight_dtype: mxfp4}}
+gpu: {{name: mi355x}}
+engine: {{name: vllm}}
+workload: {{format: agentx, trace: {path}, concurrency: 2, output_scale: 2.5}}
+""")
+    src = agentx_source(load_scenario(scen), np.random.default_rng(0))
+    assert np.array_equal(src.corpus.output, fit_context(scaled, 196608).output)
+
+
+def test_a_bad_output_scale_names_the_key(write_yaml):
+    from inferasim.config.errors import ConfigError
+    from inferasim.config.loader import load_scenario
+
+    scen = write_yaml("s/bad.yaml", "workload: {format: agentx, output_scale: 0}\n")
+    with pytest.raises(ConfigError, match="output_scale"):
+        load_scenario(scen)
+
+
 @pytest.mark.parametrize("name, content, words", [
     ("count.jsonl", '{"requests": 5}\n', "line 1: not an AgentX trace"),
     ("list.jsonl", '{"id": "a", "requests": []}\n[1, 2]\n', "line 2: not an AgentX trace"),

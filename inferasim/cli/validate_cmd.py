@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import attrs
 import click
 
 from inferasim.config.knobs import Knobs
@@ -73,11 +74,17 @@ def _table(rows) -> str:
                    "as its median over them (the lanes' draws of the corpus move a rung at the "
                    "cliff's edge; the range of the hit rate is kept in --json). Default "
                    "1,2,3,4,5, or the one seed a --set workload.seed=N names.")
+@click.option("--outputs", type=click.Choice(["matched", "corpus"]), default="matched",
+              show_default=True,
+              help="matched: scale the corpus's output lengths so that its output per prompt "
+                   "token is the measured runs', read from the file's other ladders (the runs "
+                   "used another snapshot of the corpus); corpus: replay the outputs as "
+                   "recorded.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows and cliffs as JSON.")
 @click.option("--markdown", is_flag=True,
               help="Print the table, the cliffs and the scores as Markdown (for docs/).")
-def agentx(csv_path, overrides, only, ladder_filter, trace, jobs, hold_out, seeds, as_json,
-           markdown):
+def agentx(csv_path, overrides, only, ladder_filter, trace, jobs, hold_out, seeds, outputs,
+           as_json, markdown):
     """Replay every rung of the measured AgentX ladders in CSV (agentx_dev_ladders.csv)."""
     import tempfile
     from pathlib import Path
@@ -87,18 +94,22 @@ def agentx(csv_path, overrides, only, ladder_filter, trace, jobs, hold_out, seed
     from inferasim.validate.agentx import (
         cliff,
         compare_row,
+        corpus_output_ratio,
         expressible_rungs,
         held_out_anchors,
         held_out_errors,
         ladder_held_out_stores,
         ladder_scores,
+        matched_output_scales,
         median_row,
         read_ladders,
         rung_scenario,
+        with_output_scales,
     )
 
     seed_list = _seed_list(seeds, overrides)
-    rungs = read_ladders(csv_path, trace)
+    every = read_ladders(csv_path, trace)
+    rungs = every
     wanted = parse_concurrency(only)
     if wanted is not None:
         rungs = [r for r in rungs if r.concurrency in wanted]
@@ -107,6 +118,13 @@ def agentx(csv_path, overrides, only, ladder_filter, trace, jobs, hold_out, seed
     if not rungs:
         raise click.UsageError("no rung of the file is left to replay by --concurrency/--ladder")
     rungs = expressible_rungs(rungs, overrides)
+    scales = {}
+    if outputs == "matched":
+        scales = matched_output_scales(rungs, lambda r: corpus_output_ratio(r, overrides), every)
+        rungs = with_output_scales(rungs, scales)
+        if not as_json:
+            for label, sc in scales.items():
+                click.echo(f"  {label}: outputs x{sc.scale:.2f} ({_scale_text(sc)})", err=True)
     knobs = Knobs.from_env()
     with tempfile.TemporaryDirectory(prefix="inferasim-holdout-") as tmp:
         sets = [tuple(overrides)] * len(rungs)
@@ -165,10 +183,12 @@ def agentx(csv_path, overrides, only, ladder_filter, trace, jobs, hold_out, seed
         scores[label] = ladder_scores(mine)
     if as_json:
         click.echo(strict_json.dumps({"rows": rows, "cliffs": cliffs, "scores": scores,
-                                      "hold_out": hold_out, "seeds": seed_list}))
+                                      "hold_out": hold_out, "seeds": seed_list,
+                                      "output_scales": {k: attrs.asdict(v)
+                                                        for k, v in scales.items()}}))
         return
     if markdown:
-        click.echo(_markdown(rows, cliffs, scores, hold_out, seed_list))
+        click.echo(_markdown(rows, cliffs, scores, hold_out, seed_list, scales))
         return
     click.echo(_table(rows))
     for label, c in cliffs.items():
@@ -178,9 +198,24 @@ def agentx(csv_path, overrides, only, ladder_filter, trace, jobs, hold_out, seed
         click.echo(_score_line(label, sc))
     if seed_list != [None]:
         click.echo(f"each simulated figure the median over seeds {', '.join(map(str, seed_list))}")
+    click.echo(_outputs_line(scales))
 
 
-def _markdown(rows, cliffs, scores, hold_out: str, seeds: list[int | None]) -> str:
+def _scale_text(sc) -> str:
+    text = (f"{sc.source}' output per prompt token {sc.measured:.5f} over the corpus's "
+            f"{sc.corpus:.5f}")
+    return text if sc.source == "the other ladders" else \
+        f"{text}, in sample: the file holds no other ladder"
+
+
+def _outputs_line(scales) -> str:
+    if not scales:
+        return "outputs as the corpus recorded them"
+    return "outputs matched to the measured runs: " + "; ".join(
+        f"{label} x{sc.scale:.2f}" for label, sc in scales.items())
+
+
+def _markdown(rows, cliffs, scores, hold_out: str, seeds: list[int | None], scales) -> str:
     """The table, cliffs and scores as Markdown, each rung measured beside simulated."""
     lines = ["| ladder | conc | hit meas / sim | out tok/s meas / sim | in tok/s meas / sim "
              "| TTFT mean meas / sim (s) |", "|---|---:|---|---|---|---|"]
@@ -198,6 +233,7 @@ def _markdown(rows, cliffs, scores, hold_out: str, seeds: list[int | None]) -> s
     lines.append(f"- priced with `--hold-out {hold_out}`" + (
         "" if seeds == [None] else f", each figure the median over seeds "
                                    f"{', '.join(map(str, seeds))}"))
+    lines.append(f"- {_outputs_line(scales)}")
     return "\n".join(lines)
 
 

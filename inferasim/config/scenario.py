@@ -322,6 +322,11 @@ class WorkloadSpec:
     # --idle-cap-ms; negative = uncapped).
     idle_cap_s: float | None = 10.0
     idle_cap_ms: float | None = None
+    # Each recorded output length (and the max_tokens the harness sends) times this, rounded
+    # (at least one token); the recorded prompts are kept. For a corpus snapshot whose
+    # requests carry another output per prompt token than the run being reproduced
+    # (`validate agentx` matches it to the measured ladders; docs/agentic.md).
+    output_scale: float = attrs.field(default=1.0, metadata={**above(0), "max": 1000.0})
     synthetic: SyntheticSpec = attrs.field(factory=SyntheticSpec)
 
 

@@ -6,7 +6,9 @@ each rung replays it with the harness's settings (``scenarios/agentic/_agentx-ha
 the AgentX corpus, lanes, end-to-start gaps capped at 10 s, 1800 s, seed 42), the server's
 ``max-num-seqs`` equal to the concurrency as the published runs set it, the engine's own
 defaults from the catalog, and the deployment's serving recipe where one is shipped
-(``scenarios/agentic/_recipe-<engine>-<gpu>-<model>.yaml``). Nothing is fitted to the ladder.
+(``scenarios/agentic/_recipe-<engine>-<gpu>-<model>.yaml``). Nothing is fitted to the ladder:
+the one workload figure matched (``matched_output_scales``: output per prompt token, where the
+runs used another snapshot of the corpus) is read from the file's other ladders.
 """
 
 from __future__ import annotations
@@ -41,6 +43,9 @@ class Rung:
     concurrency: int
     overrides: tuple[str, ...]  # --set keys on the harness scenario
     measured: dict[str, float]
+    # (output tokens, prompt tokens) the run served, where the row records its input
+    # throughput and duration: the workload's output per prompt token (matched_output_scales)
+    run_tokens: tuple[float, float] | None = None
 
 
 def _model_name(hf: str, file: str) -> str:
@@ -140,12 +145,80 @@ def read_ladders(csv_path: str | Path, trace: str | None = None) -> list[Rung]:
                     else math.nan,
                     "ttft_mean_s": _number(row, "mean_ttft", where),
                     "ttft_p90_s": _number(row, "p90_ttft", where)}
-        rungs.append(Rung(label, conc, tuple(sets), measured))
+        rungs.append(Rung(label, conc, tuple(sets), measured, _run_tokens(row, measured, where)))
     if unknown and not rungs:
         raise next(iter(unknown.values()))
     for exc in unknown.values():
         warn(f"{exc}: its rungs are not replayed")
     return rungs
+
+
+def _run_tokens(row, measured: dict[str, float], where: str) -> tuple[float, float] | None:
+    if "duration_seconds" not in row or pd.isna(row["duration_seconds"]) \
+            or math.isnan(measured["input_tok_s"]):
+        return None
+    duration = _number(row, "duration_seconds", where)
+    return measured["output_tok_s"] * duration, measured["input_tok_s"] * duration
+
+
+@attrs.frozen
+class OutputScale:
+    """The factor on a ladder's corpus outputs that gives it the measured runs' output per
+    prompt token, and where that figure was read."""
+
+    scale: float
+    measured: float   # output per prompt token the runs served
+    corpus: float     # the same over the corpus as the ladder's scenario replays it
+    source: str       # "the other ladders" or "its own rungs"
+
+
+def matched_output_scales(rungs: Sequence[Rung], corpus_ratio,
+                          every: Sequence[Rung] | None = None) -> dict[str, OutputScale]:
+    """Per ladder, the output scale that gives the replayed corpus the output per prompt
+    token of the measured runs, read from the file's *other* ladders (they replayed the same
+    corpus through the same harness, so the figure is the workload's, not the server's; a
+    ladder is never matched to its own rows unless the file holds no other). A ladder whose
+    rows record no input throughput and duration, or a file where none does, is not scaled.
+    ``corpus_ratio(rung)``: the corpus's output per prompt token as that rung replays it;
+    ``every``: the file's rungs the figure is read from (default ``rungs``), so a ladder
+    replayed alone (``--ladder``) is still matched to the others."""
+    totals: dict[str, list[float]] = {}
+    for r in rungs if every is None else every:
+        if r.run_tokens is not None:
+            t = totals.setdefault(r.ladder, [0.0, 0.0])
+            t[0] += r.run_tokens[0]
+            t[1] += r.run_tokens[1]
+    out: dict[str, OutputScale] = {}
+    for r in rungs:
+        if r.ladder in out or not totals:
+            continue
+        others = [t for label, t in totals.items() if label != r.ladder]
+        source = "the other ladders"
+        if not others:
+            others, source = list(totals.values()), "its own rungs"
+        prompt = sum(t[1] for t in others)
+        corpus = corpus_ratio(r)
+        if prompt <= 0 or corpus <= 0:
+            continue
+        measured = sum(t[0] for t in others) / prompt
+        out[r.ladder] = OutputScale(measured / corpus, measured, corpus, source)
+    return out
+
+
+def with_output_scales(rungs: Sequence[Rung], scales: dict[str, OutputScale]) -> list[Rung]:
+    """Each rung with its ladder's output scale set (before the user's own --set keys)."""
+    return [attrs.evolve(r, overrides=(*r.overrides,
+                                       f"workload.output_scale={scales[r.ladder].scale:.6g}"))
+            if r.ladder in scales else r for r in rungs]
+
+
+def corpus_output_ratio(rung: Rung, overrides: Sequence[str] = ()) -> float:
+    """The corpus's output per prompt token as ``rung``'s scenario replays it unscaled."""
+    from inferasim.workload.agentx import replayed_corpus
+
+    sc = rung_scenario(rung, overrides)
+    return replayed_corpus(attrs.evolve(
+        sc, workload=attrs.evolve(sc.workload, output_scale=1.0))).output_per_prompt_token()
 
 
 def rung_scenario(rung: Rung, overrides: Sequence[str] = ()):

@@ -269,10 +269,17 @@ def fit_context(corpus: TreeCorpus, max_context: int) -> TreeCorpus:
     return out
 
 
+def replayed_corpus(scenario) -> TreeCorpus:
+    """The scenario's session trees as its lanes replay them: outputs scaled by
+    ``workload.output_scale``, then the trees that overflow the context window dropped."""
+    corpus = load_trees(scenario).with_output_scale(scenario.workload.output_scale)
+    return fit_context(corpus, scenario.model.max_context)
+
+
 def agentx_source(scenario, rng: np.random.Generator) -> LaneDriver:
     """Lanes over the scenario's session trees (``agentx`` or ``sessions`` format)."""
     wl = scenario.workload
-    corpus = fit_context(load_trees(scenario), scenario.model.max_context)
+    corpus = replayed_corpus(scenario)
     if corpus.n_trees == 0:
         raise ConfigError(f"no session tree of {wl.trace} fits the model's context window "
                           f"({scenario.model.max_context} tokens)", key="workload.trace",

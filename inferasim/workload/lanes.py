@@ -110,6 +110,20 @@ class TreeCorpus:
         np.maximum.at(out, self.turn_tree, peak)
         return out
 
+    def output_per_prompt_token(self) -> float:
+        """Output tokens over prompt tokens, summed over every request of the corpus."""
+        prompt = int(self.prompt.sum())
+        return float(self.output.sum()) / prompt if prompt else 0.0
+
+    def with_output_scale(self, scale: float) -> TreeCorpus:
+        """The same trees with every output length times ``scale`` (rounded, at least one
+        token); prompts, keys and timings are shared, not copied."""
+        if scale == 1.0:
+            return self
+        arrays = self.arrays()
+        arrays["output"] = np.maximum(1, np.rint(self.output * scale)).astype(self.output.dtype)
+        return TreeCorpus(arrays, self.ids, self.meta)
+
     # -- persistence ------------------------------------------------------------------
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
