@@ -216,9 +216,7 @@ def corpus_output_ratio(rung: Rung, overrides: Sequence[str] = ()) -> float:
     """The corpus's output per prompt token as ``rung``'s scenario replays it unscaled."""
     from inferasim.workload.agentx import replayed_corpus
 
-    sc = rung_scenario(rung, overrides)
-    return replayed_corpus(attrs.evolve(
-        sc, workload=attrs.evolve(sc.workload, output_scale=1.0))).output_per_prompt_token()
+    return replayed_corpus(rung_scenario(rung, overrides), 1.0).output_per_prompt_token()
 
 
 def rung_scenario(rung: Rung, overrides: Sequence[str] = ()):

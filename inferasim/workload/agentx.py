@@ -269,11 +269,12 @@ def fit_context(corpus: TreeCorpus, max_context: int) -> TreeCorpus:
     return out
 
 
-def replayed_corpus(scenario) -> TreeCorpus:
+def replayed_corpus(scenario, output_scale: float | None = None) -> TreeCorpus:
     """The scenario's session trees as its lanes replay them: outputs scaled by
-    ``workload.output_scale``, then the trees that overflow the context window dropped."""
-    corpus = load_trees(scenario).with_output_scale(scenario.workload.output_scale)
-    return fit_context(corpus, scenario.model.max_context)
+    ``output_scale`` (default ``workload.output_scale``), then the trees that overflow the
+    context window dropped."""
+    scale = scenario.workload.output_scale if output_scale is None else output_scale
+    return fit_context(load_trees(scenario).with_output_scale(scale), scenario.model.max_context)
 
 
 def agentx_source(scenario, rng: np.random.Generator) -> LaneDriver:
