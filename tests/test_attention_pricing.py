@@ -240,3 +240,55 @@ def test_kind_seconds_use_kind_indexer_dtype():
     secs2 = kind_attention_seconds(m3, cost, g2, phase="dpa-decode", attn_tp=1,
                                    kv_bytes_divisor=1.0, kv_dtype="bf16")
     assert secs2["indexing"][0] == pytest.approx(3 * secs["indexing"][0])
+
+
+# -- the sparse-MLA kernel's padded heads -------------------------------------------------------
+def test_a_rank_with_fewer_heads_than_the_kernel_runs_pays_for_the_padded_ones():
+    from inferasim.cost.attention_time import selection_padding
+
+    h200, b200, mi355x = gpu("h200"), gpu("b200"), gpu("mi355x")
+    # GLM-5's 64 heads over TP8: 8 a rank, padded to FlashMLA's 64
+    assert selection_padding(h200, heads=64, attn_tp=8, kv_dtype="bf16") == 8.0
+    assert selection_padding(h200, heads=64, attn_tp=1, kv_dtype="bf16") == 1.0  # DPA: all 64
+    # DeepSeek-V3.2's 128 over TP8 on Blackwell: the BF16 prefill kernel runs 128, FP8 64
+    assert selection_padding(b200, heads=128, attn_tp=8, kv_dtype="bf16") == 8.0
+    assert selection_padding(b200, heads=128, attn_tp=8, kv_dtype="fp8") == 4.0
+    assert selection_padding(h200, heads=96, attn_tp=1, kv_dtype="fp8") == pytest.approx(128 / 96)
+    # no multiple on the AMD parts: their measured kernel scale covers their kernels
+    assert selection_padding(mi355x, heads=64, attn_tp=8, kv_dtype="bf16") == 1.0
+
+
+def test_only_the_dsa_selection_term_is_padded():
+    glm = attention_for(model("glm-5"))
+    ctx = np.array([16384.0])
+    g = gpu("h200")
+    bare = attrs.evolve(g, sparse_mla_head_multiple={})
+    for phase, cost in (("prefill", glm.prefill(np.array([8192.0]), ctx, "bf16")),
+                        ("decode", glm.decode(ctx, 1, "bf16"))):
+        args = dict(phase=phase, attn_tp=8, kv_bytes_divisor=1.0, kv_dtype="bf16")
+        padded = kind_attention_seconds(glm, cost, g, **args)
+        plain = kind_attention_seconds(glm, cost, bare, **args)
+        assert padded["indexing"] == pytest.approx(plain["indexing"])
+        compute = cost.flops["selection"][0] / (g.peak_flops("bf16") * g.efficiency.attention * 8)
+        if phase == "prefill":
+            assert padded["selection"][0] == pytest.approx(8 * plain["selection"][0])
+        else:  # the roofline: the padded compute against the same bytes
+            assert padded["selection"][0] == pytest.approx(
+                max(8 * compute, plain["selection"][0]))
+    # MiniMax-M3's block-sparse GQA runs no FlashMLA kernel
+    m3 = attention_for(model("minimax-m3"))
+    cost = m3.prefill(np.array([8192.0]), ctx, "bf16")
+    args = dict(phase="prefill", attn_tp=8, kv_bytes_divisor=8.0, kv_dtype="bf16")
+    assert kind_attention_seconds(m3, cost, g, **args)["selection"] == pytest.approx(
+        kind_attention_seconds(m3, cost, bare, **args)["selection"])
+
+
+@pytest.mark.parametrize("value, words", [({"fp16": 64}, "expected KV dtypes bf16 and fp8"),
+                                          ({"fp8": 0}, "at least 1")])
+def test_a_bad_head_multiple_is_an_error_naming_the_key(value, words):
+    from inferasim.config.errors import ConfigError
+
+    data, origins, _ = load_entry("gpus", "h100", key="gpus", origin_file="test")
+    data = {**data, "sparse_mla_head_multiple": value}
+    with pytest.raises(ConfigError, match=f"sparse_mla_head_multiple.*{words}"):
+        build_spec(GpuSpec, data, prefix="gpu", default_file="h100.yaml")

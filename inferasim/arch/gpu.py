@@ -17,6 +17,16 @@ class Efficiency:
     collective: float
 
 
+def _head_multiples(_spec, _attribute, value: dict[str, int]) -> None:
+    for dtype, multiple in value.items():
+        if dtype not in ("bf16", "fp8"):
+            raise ValueError(f"sparse_mla_head_multiple: expected KV dtypes bf16 and fp8 as "
+                             f"keys, got {dtype!r}")
+        if multiple < 1:
+            raise ValueError(f"sparse_mla_head_multiple.{dtype}: expected a value of at least "
+                             f"1, got {multiple!r}")
+
+
 @attrs.frozen
 class GpuSpec:
     name: str
@@ -49,6 +59,12 @@ class GpuSpec:
     # part against the attained attention rate: 1.0 for a kernel that attains it, more where
     # the kernel measured runs below it (SGLang's TileLang kernel on gfx950).
     sparse_prefill_cost_scale: float = attrs.field(default=1.0, metadata=above(0))
+    # The query heads a sparse-MLA (DSA) kernel launch runs, in multiples of, per KV dtype
+    # ({"bf16": 64, "fp8": 64}): a rank holding fewer heads has its query padded up to the
+    # multiple and pays for the padded heads' selection (FlashMLA's sparse kernels on NVIDIA);
+    # empty = the kernel runs the rank's own heads.
+    sparse_mla_head_multiple: dict[str, int] = attrs.field(factory=dict,
+                                                            validator=_head_multiples)
     l2_bytes: float = 0.0
     # The GPU's own NIC on the scale-out network (RDMA between scale-up domains), bytes/s
     # one way, and the latency one cross-domain hop adds; 0 = not known, and a layout whose

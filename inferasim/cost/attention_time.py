@@ -25,9 +25,14 @@ Math rates:
   rank), so its FLOPs and its index-key reads are not divided by TP.
 - the sparse selection's prefill runs at the attention rate divided by the GPU's
   ``sparse_prefill_cost_scale`` (the measured kernel's shortfall; 1 where none is known).
+- a DSA selection kernel that runs its query heads in multiples (``sparse_mla_head_multiple``:
+  FlashMLA's sparse kernels on NVIDIA) pays for the padded heads: a rank holding 8 of GLM-5's
+  64 heads (TP8) runs 64 (``selection_padding``).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -67,11 +72,22 @@ def indexer_rate(gpu: GpuSpec, *, index_dtype: str = "fp8",
     return gpu.peak_flops(index_dtype) * gpu.efficiency.attention / max(scale, 1e-9)
 
 
+def selection_padding(gpu: GpuSpec, *, heads: int, attn_tp: int, kv_dtype: str) -> float:
+    """How many times its own heads' selection work a rank's DSA kernel does: its heads
+    (``heads / attn_tp``) rounded up to the kernel's multiple for this KV dtype, over them."""
+    multiple = gpu.sparse_mla_head_multiple.get("fp8" if kv_dtype == "fp8" else "bf16")
+    if not multiple:
+        return 1.0
+    local = heads / max(1, attn_tp)
+    return math.ceil(local / multiple) * multiple / local
+
+
 def attention_seconds(cost: AttentionCost, gpu: GpuSpec, *, phase: str, attn_tp: int,
                       kv_bytes_divisor: float, math_dtype: str = "bf16",
                       index_dtype: str = "fp8",
                       indexer_cost_scale: float | None = None,
-                      dpa_roofline: bool = False) -> dict[str, np.ndarray]:
+                      dpa_roofline: bool = False,
+                      selection_pad: float = 1.0) -> dict[str, np.ndarray]:
     """Seconds per sequence for each term.
 
     ``kv_bytes_divisor`` is how many ranks share the reading of the KV bytes (attn_tp for GQA
@@ -79,12 +95,14 @@ def attention_seconds(cost: AttentionCost, gpu: GpuSpec, *, phase: str, attn_tp:
     the attention terms' math (``attention_math_dtype``); ``index_dtype`` the indexer's;
     ``indexer_cost_scale`` overrides the GPU's kernel scale. ``dpa_roofline`` prices the
     dpa-decode phase as decode (the roofline) rather than by compute alone (GQA kinds).
+    ``selection_pad`` multiplies the selection's compute (``selection_padding``).
     """
     if phase not in PHASES:
         raise ValueError(phase)
     attn_rate = attention_rate(gpu, math_dtype)
     index_rate = indexer_rate(gpu, index_dtype=index_dtype, indexer_cost_scale=indexer_cost_scale)
-    selection_scale = gpu.sparse_prefill_cost_scale if phase == "prefill" else 1.0
+    selection_scale = (gpu.sparse_prefill_cost_scale if phase == "prefill" else 1.0) \
+        * selection_pad
     bw = gpu.hbm_bw * gpu.efficiency.memory
     out: dict[str, np.ndarray] = {}
     for term, flops in cost.flops.items():
@@ -112,9 +130,11 @@ def kind_attention_seconds(kind: AttentionKind, cost: AttentionCost, gpu: GpuSpe
     from inferasim.arch.sparse_attention import indexer_dtype
 
     name = kind.model.attention.kind
-    math = attention_math_dtype(gpu, phase=phase, kv_dtype=kv_dtype, attention_kind=name)
+    math_dtype = attention_math_dtype(gpu, phase=phase, kv_dtype=kv_dtype, attention_kind=name)
+    pad = selection_padding(gpu, heads=kind.model.num_attention_heads, attn_tp=attn_tp,
+                            kv_dtype=kv_dtype) if name == "mla_dsa" else 1.0
     return attention_seconds(cost, gpu, phase=phase, attn_tp=attn_tp,
-                             kv_bytes_divisor=kv_bytes_divisor, math_dtype=math,
+                             kv_bytes_divisor=kv_bytes_divisor, math_dtype=math_dtype,
                              index_dtype=indexer_dtype(kind),
                              indexer_cost_scale=indexer_cost_scale,
-                             dpa_roofline=name in GROUPED_KV_KINDS)
+                             dpa_roofline=name in GROUPED_KV_KINDS, selection_pad=pad)
