@@ -143,3 +143,20 @@ def test_unknown_model_exits_2_from_a_group():
     res = CliRunner().invoke(group, ["price", "no-such-model"])
     assert res.exit_code == 2
     assert "unknown model" in res.output
+
+
+def test_the_padded_sparse_selection_is_named_and_in_the_json():
+    grid = "scenarios/isl-grid/glm5-h200-vllm-fp8-mtp-tp8.yaml"
+    out = CliRunner().invoke(price, [grid, "--phase", "prefill", "--context", "16k"])
+    assert out.exit_code == 0, out.output
+    assert "sparse selection x8: h200's sparse-MLA kernel pads a rank's 8 query heads" \
+        in out.output
+    data = json.loads(CliRunner().invoke(price, [grid, "--phase", "prefill", "--context", "16k",
+                                                 "--json"]).output)
+    assert data["selection_padding"] == 8.0
+    # on the part with no multiple, and under attention DP (all 64 heads a rank), none
+    for args in (["--gpu", "mi355x", "--phase", "prefill"], ["--gpu", "h200", "--phase",
+                                                             "dpa-decode"]):
+        data = json.loads(CliRunner().invoke(price, ["glm-5", *args, "--json"]).output)
+        assert data["selection_padding"] == 1.0
+        assert "sparse selection x" not in CliRunner().invoke(price, ["glm-5", *args]).output

@@ -31,7 +31,12 @@ from inferasim.arch.spec import ModelSpec
 from inferasim.config.catalog import load_entry
 from inferasim.config.knobs import Knobs
 from inferasim.config.typed import build_spec
-from inferasim.cost.attention_time import PHASES, attention_math_dtype, kind_attention_seconds
+from inferasim.cost.attention_time import (
+    PHASES,
+    attention_math_dtype,
+    kind_attention_seconds,
+    selection_padding,
+)
 
 TERMS = ("dense", "selection", "indexing", "window", "pool", "linear")
 DEFAULT_CONTEXTS = "8192,131072,373760"
@@ -228,6 +233,9 @@ def price(target, contexts, phase, gpu_name, kv_dtype, width, chunk, indexer_cos
         "dpa_decode_dense": dense, "unit": _unit(phase, r["width"], chunk),
         "ratio": "total attention time (indexing included) / dense attention time",
         "max_context": model.max_context, "gpu_assumed": r.get("gpu_assumed", False),
+        "selection_padding": selection_padding(gpu, heads=model.num_attention_heads,
+                                               attn_tp=r["attn_tp"], kv_dtype=r["kv_dtype"])
+        if model.attention.kind == "mla_dsa" else 1.0,
     }
     if as_json:
         click.echo(json.dumps({**head, "contexts": rows}, indent=2))
@@ -239,6 +247,10 @@ def price(target, contexts, phase, gpu_name, kv_dtype, width, chunk, indexer_cos
         # --json says it in gpu_assumed
         click.echo(f"note: no --gpu given; priced on {gpu.name}, the default for a catalog "
                    "model")
+    if head["selection_padding"] != 1.0:
+        click.echo(f"sparse selection x{head['selection_padding']:g}: {gpu.name}'s sparse-MLA "
+                   f"kernel pads a rank's {model.num_attention_heads / r['attn_tp']:g} query "
+                   "heads to its multiple (docs/attention.md)")
     if dense:
         click.echo("INFERASIM_DPA_DECODE_DENSE=1: attention-DP decode charged dense")
     click.echo(f"microseconds = {head['unit']}; ratio = total / dense")
