@@ -35,7 +35,7 @@ from inferasim.cost.attention_time import (
     PHASES,
     attention_math_dtype,
     kind_attention_seconds,
-    selection_padding,
+    kind_selection_padding,
 )
 
 TERMS = ("dense", "selection", "indexing", "window", "pool", "linear")
@@ -233,9 +233,8 @@ def price(target, contexts, phase, gpu_name, kv_dtype, width, chunk, indexer_cos
         "dpa_decode_dense": dense, "unit": _unit(phase, r["width"], chunk),
         "ratio": "total attention time (indexing included) / dense attention time",
         "max_context": model.max_context, "gpu_assumed": r.get("gpu_assumed", False),
-        "selection_padding": selection_padding(gpu, heads=model.num_attention_heads,
-                                               attn_tp=r["attn_tp"], kv_dtype=r["kv_dtype"])
-        if model.attention.kind == "mla_dsa" else 1.0,
+        "selection_padding": kind_selection_padding(kind, gpu, attn_tp=r["attn_tp"],
+                                                    kv_dtype=r["kv_dtype"]),
     }
     if as_json:
         click.echo(json.dumps({**head, "contexts": rows}, indent=2))

@@ -82,6 +82,15 @@ def selection_padding(gpu: GpuSpec, *, heads: int, attn_tp: int, kv_dtype: str) 
     return math.ceil(local / multiple) * multiple / local
 
 
+def kind_selection_padding(kind: AttentionKind, gpu: GpuSpec, *, attn_tp: int,
+                           kv_dtype: str) -> float:
+    """``selection_padding`` for a kind: DSA's alone runs FlashMLA's sparse kernels."""
+    if kind.model.attention.kind != "mla_dsa":
+        return 1.0
+    return selection_padding(gpu, heads=kind.model.num_attention_heads, attn_tp=attn_tp,
+                             kv_dtype=kv_dtype)
+
+
 def attention_seconds(cost: AttentionCost, gpu: GpuSpec, *, phase: str, attn_tp: int,
                       kv_bytes_divisor: float, math_dtype: str = "bf16",
                       index_dtype: str = "fp8",
@@ -131,8 +140,7 @@ def kind_attention_seconds(kind: AttentionKind, cost: AttentionCost, gpu: GpuSpe
 
     name = kind.model.attention.kind
     math_dtype = attention_math_dtype(gpu, phase=phase, kv_dtype=kv_dtype, attention_kind=name)
-    pad = selection_padding(gpu, heads=kind.model.num_attention_heads, attn_tp=attn_tp,
-                            kv_dtype=kv_dtype) if name == "mla_dsa" else 1.0
+    pad = kind_selection_padding(kind, gpu, attn_tp=attn_tp, kv_dtype=kv_dtype)
     return attention_seconds(cost, gpu, phase=phase, attn_tp=attn_tp,
                              kv_bytes_divisor=kv_bytes_divisor, math_dtype=math_dtype,
                              index_dtype=indexer_dtype(kind),
