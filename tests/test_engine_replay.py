@@ -386,7 +386,8 @@ def test_sglang_retracts_the_fewest_output_or_under_speculation_the_newest(spec,
     from types import SimpleNamespace
 
     sc = load_scenario(None, ["engine.name=sglang", f"speculative.method={spec}",
-                              "speculative.draft_tokens=1"])
+                              "speculative.draft_tokens=1",
+                              "speculative.acceptance=0.7"])
     eng = EngineInstance(simpy.Environment(), sc, AnalyticOracle(sc),
                          KVManager(10_000, 1, 16, "leaf-lru", True))
 

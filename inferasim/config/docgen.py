@@ -69,6 +69,8 @@ def render() -> str:
         out += [f"## `{name}`", "", "| key | type | default |", "| --- | --- | --- |"]
         hints = typing.get_type_hints(cls)
         for field in attrs.fields(cls):
+            if field.name.startswith("_"):
+                continue  # not a setting (a resolved figure's provenance, a pool's role)
             out.append(f"| `{field.name}` | {_type_name(hints[field.name], field)} | "
                        f"{_default(field)} |")
         out.append("")

@@ -216,11 +216,16 @@ class ParallelSpec:
 class SpeculativeSpec:
     method: str = attrs.field(default="none", metadata=choices("none", "mtp", "eagle3", "dspark"))
     draft_tokens: int = attrs.field(default=0, metadata=at_least(0))
-    acceptance: float = attrs.field(default=0.0, metadata=between(0.0, 1.0))
+    # Per draft position, conditional on the previous. None: read from the anchors that
+    # measured the method, else published (anchors/acceptance.py), before anything is priced.
+    acceptance: float | None = attrs.field(default=None, metadata=between(0.0, 1.0))
     # How much the tokens a verify step emits vary between requests: the coefficient of
     # variation of their TPOT, at this workload's output length (0: every request accepts
     # alike). Each request draws one rate for its decode, within 1 and the verify width.
     acceptance_cv: float = attrs.field(default=0.0, metadata=between(0.0, 1.0))
+    # Where a resolved acceptance came from (anchors.acceptance.AcceptanceReading). Not a
+    # setting: left out of equality and of the resolved YAML.
+    _reading: Any = attrs.field(default=None, eq=False, hash=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         # A speculative method with nothing drafted would be filed, and matched to anchors,
@@ -239,6 +244,9 @@ class SpeculativeSpec:
         in turn (acceptance is per draft position, conditional on the previous)."""
         if self.method == "none":
             return 1.0
+        if self.acceptance is None:
+            raise ValueError(f"speculative.acceptance of {self.method} not resolved "
+                             "(anchors.acceptance.with_acceptance)")
         return 1.0 + sum(self.acceptance**i for i in range(1, self.draft_tokens + 1))
 
     def with_tokens_per_step(self, tokens: float) -> SpeculativeSpec:

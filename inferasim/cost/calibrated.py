@@ -67,6 +67,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from inferasim.anchors.acceptance import with_acceptance
 from inferasim.arch.memory import model_memory_plan
 from inferasim.config.errors import ConfigError
 from inferasim.config.knobs import Knobs
@@ -109,6 +110,9 @@ class CalibratedOracle:
         ``TargetAnchors`` already computed for this scenario (skips ``store.for_target``).
         ``rank_level``: batches are one attention-DP rank's own (ranks simulated apart); an
         anchor's batch is then its concurrency shared over the ranks."""
+        # A speculative target's acceptance, where its scenario states none, is the anchors'
+        # (anchors/acceptance.py): a verify step's tokens are read before anything is priced.
+        scenario, self.acceptance = with_acceptance(scenario, store if store is not None else ())
         self.scenario = scenario
         self.knobs = knobs or Knobs()
         self.rank_level = rank_level
@@ -137,6 +141,8 @@ class CalibratedOracle:
         self._context_slopes: dict[int, float] = {}
         self._rows: dict[int, list | None] = {}   # _context_rows per verify width
         self._notes: list[str] = []
+        if self.acceptance is not None and self.acceptance.level != "scenario":
+            self._notes.append(self.acceptance.note())
         self.points: list[AnchorPoint] = []
         # the lowest-concurrency anchor's TTFT per ISL the prefill fit read
         self.prefill_points: list[TtftRow] = []
@@ -1017,7 +1023,10 @@ class CalibratedOracle:
         return max(0.0, gap * plan.kv_bytes_per_token / 2**30)
 
     def _report(self) -> dict[str, Any]:
-        return calibration_report(self)
+        report = calibration_report(self)
+        if self.acceptance is not None:
+            report["speculative_acceptance"] = self.acceptance.to_dict()
+        return report
 
 
 # Every shipped speculative (MTP) sweep's measured/analytic ratio grows with the batch, none

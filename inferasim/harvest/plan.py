@@ -404,7 +404,7 @@ def build_plan(scenario: Any, *, scenario_ref: str, overrides: list[str] | tuple
                           f"(atom-bench) or aiperf, not {tool}", key="--client")
     spec = scenario.speculative
     speculative = spec.method != "none"
-    if acceptance_length is None and speculative and dummy_weights and spec.acceptance > 0:
+    if acceptance_length is None and speculative and dummy_weights and (spec.acceptance or 0) > 0:
         acceptance_length = round(expected_accept_length(spec.draft_tokens, spec.acceptance), 3)
     if acceptance_length is not None:
         if not speculative:

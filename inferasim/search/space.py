@@ -35,10 +35,9 @@ TP_DEGREES = (1, 2, 4, 8, 16, 32, 64, 72)
 # Deployment-wide client counts per serving instance (the ladder is this times the instances
 # that take clients), the InferenceMAX ladder's span.
 PER_INSTANCE_CONCURRENCY = (4, 8, 16, 32, 64, 128, 256)
-# An MTP head's acceptance when the scenario gives none: DeepSeek-V3's technical report
-# (arXiv 2412.19437, section 5.4.3) measures 85-90% for the second token of its one MTP module.
+# An MTP candidate's draft depth where the scenario gives none: DeepSeek-V3's one MTP module.
+# Its acceptance is left to the anchors' chain (anchors/acceptance.py).
 MTP_DRAFT_TOKENS = 1
-MTP_ACCEPTANCE_PRIOR = 0.85
 
 # --space keys the search itself reads; any other scenario key is a further grid axis.
 SPACE_KEYS = ("engine.name", "parallel.tp", "parallel.ep", "parallel.dp_attention",
@@ -173,10 +172,9 @@ def _speculative(base: Scenario, method: str) -> list[tuple[str, str]]:
     if method == "none":
         return [("speculative.method", "none")]
     spec = base.speculative
-    if spec.method == method and spec.draft_tokens >= 1 and spec.acceptance > 0:
+    if spec.method == method and spec.draft_tokens >= 1:
         return [("speculative.method", method)]  # the scenario's own depth and acceptance
-    return [("speculative.method", method), ("speculative.draft_tokens", str(MTP_DRAFT_TOKENS)),
-            ("speculative.acceptance", str(MTP_ACCEPTANCE_PRIOR))]
+    return [("speculative.method", method), ("speculative.draft_tokens", str(MTP_DRAFT_TOKENS))]
 
 
 def deployments(base: Scenario, gpus: int, narrow: Sequence[tuple[str, list[str]]]

@@ -9,6 +9,7 @@ import attrs
 import numpy as np
 import simpy
 
+from inferasim.anchors.acceptance import resolved
 from inferasim.arch.memory import MemoryPlan, memory_plan
 from inferasim.config.errors import ConfigError
 from inferasim.config.knobs import Knobs
@@ -163,6 +164,8 @@ def simulate(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
 def _simulate(scenario: Scenario, knobs: Knobs | None, oracle, source: WorkloadSource | None,
               store, on_clock, rows) -> SimResult:
     knobs = knobs or Knobs()
+    # the engines and the oracles read one acceptance (anchors/acceptance.py)
+    scenario = resolved(scenario, store)
     wl = scenario.workload
     env = simpy.Environment()
     source = source or workload_source(scenario, _rng(wl.seed, "workload"))

@@ -420,10 +420,12 @@ def project(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
             moments: WorkloadMoments | None = None, *, prices_class: type = _Prices
             ) -> dict[str, Any]:
     """The steady-state projection: the same keys as a replay summary where they mean the same."""
+    from inferasim.anchors.acceptance import resolved
     from inferasim.arch.memory import memory_plan
     from inferasim.cost.calibrated import with_measured_pool
 
     knobs = knobs or Knobs()
+    scenario = resolved(scenario)   # a speculative scenario's acceptance, as the replay's
     engines, affinity = _engines(scenario)
     oracle = oracle or _oracle(scenario, knobs)
     # the pool the deployment's anchors ran at, as the replay sizes it (kv_ceiling)

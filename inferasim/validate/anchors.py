@@ -425,7 +425,7 @@ def predict_closed_form(target: Scenario, others: list[AnchorRecord] | AnchorSto
     if target.topology.kind == "disaggregated":
         return predict_closed_form_disaggregated(target, others, knobs)
     oracle = CalibratedOracle(target, _as_store(others), knobs)
-    wl, eng, spec = target.workload, target.engine, target.speculative
+    wl, eng, spec = target.workload, target.engine, oracle.scenario.speculative
     n = max(1, min(wl.concurrency, eng.max_num_seqs * target.parallel.dp_attention))
     advance = spec.tokens_per_step
     step = oracle.step(StepBatch(decode_context=np.full(n, wl.isl + wl.osl / 2.0),
@@ -467,7 +467,7 @@ def predict_closed_form_disaggregated(target: Scenario, others: list[AnchorRecor
     pre_sc = pool_scenario(target, "prefill", check_fit=False)
     dec_sc = pool_scenario(target, "decode", check_fit=False)
     pre, dec = CalibratedOracle(pre_sc, store, knobs), CalibratedOracle(dec_sc, store, knobs)
-    wl, spec, topo = target.workload, target.speculative, target.topology
+    wl, spec, topo = target.workload, dec.scenario.speculative, target.topology
     conc = int(wl.concurrency)
     cap = dec_sc.engine.max_num_seqs * dec_sc.parallel.dp_attention
     per_decoder = max(1, min(cap, round(conc / topo.decode.instances)))

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import attrs
 
+from inferasim.anchors.acceptance import resolved
 from inferasim.anchors.record import AnchorRecord
 from inferasim.arch.memory import model_memory_plan
 from inferasim.config.errors import ConfigError
@@ -49,8 +50,9 @@ def occupancy_tables(records: list[AnchorRecord], templates: Path | None = TEMPL
         except ConfigError as exc:
             out.append(OccupancyTable(label, rows, None, None, str(exc).splitlines()[0]))
             continue
+        # the tokens a verify step emits: the group's own where its streams show them
         ceiling = read_ceiling(group, pool, sc.engine.chunked_prefill_size,
-                               sc.speculative.tokens_per_step)
+                               resolved(sc, group).speculative.tokens_per_step)
         out.append(OccupancyTable(label, rows, pool, ceiling))
     return out
 
