@@ -28,6 +28,7 @@ import numpy as np
 from inferasim.anchors import normalise as nz
 from inferasim.anchors.record import DEFAULT_DRAFT_TOKENS
 from inferasim.config.errors import ConfigError
+from inferasim.config.scenario import SpeculativeSpec
 
 #: The first draft's acceptance where no anchor measures the method. MTP: DeepSeek-V3's
 #: technical report (arXiv 2412.19437, section 5.4.3) measures 85-90% for the second token of
@@ -67,15 +68,9 @@ class AcceptanceReading:
 
 def per_position(tokens_per_step: float, draft_tokens: int) -> float:
     """The per-position acceptance at which ``draft_tokens`` drafts emit ``tokens_per_step``
-    a verify step (``SpeculativeSpec.with_tokens_per_step``'s inverse, by bisection)."""
-    lo, hi = 0.0, 1.0
-    for _ in range(50):
-        mid = 0.5 * (lo + hi)
-        if 1.0 + sum(mid ** i for i in range(1, draft_tokens + 1)) < tokens_per_step:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    a verify step."""
+    spec = SpeculativeSpec(method="mtp", draft_tokens=draft_tokens, acceptance=0.0)
+    return float(spec.with_tokens_per_step(tokens_per_step).acceptance)
 
 
 def _measured(records, spec_method: str) -> list:
