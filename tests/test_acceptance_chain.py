@@ -3,6 +3,8 @@ first (anchors/acceptance.py), and every path that prices it reads the same figu
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -133,3 +135,28 @@ def test_more_accepted_drafts_decode_faster():
     assert fast.calibration["speculative_acceptance"]["level"] == "model and method"
     tokens = [replay_summary(res)[1]["output_tok_s"] for res in (slow, fast)]
     assert tokens[1] > 1.3 * tokens[0]
+
+
+def test_describe_says_where_the_acceptance_comes_from():
+    from click.testing import CliRunner
+
+    from inferasim.cli.main import cli
+
+    scenario = "scenarios/inferencemax/dsr1-b200-trt-fp8-mtp-tp8.yaml"
+    out = CliRunner().invoke(cli, ["describe", "--json", scenario])
+    assert out.exit_code == 0, out.output
+    read = json.loads(out.output)["speculative_acceptance"]
+    # the shipped DeepSeek-R1 MTP streams were measured on MI355X and H100, not on B200
+    assert read["level"] == "model and method" and read["anchors"] > 0
+    assert 1.0 < read["tokens_per_step"] < 4.0
+
+
+def test_a_run_of_an_unmeasured_method_is_refused_naming_the_key():
+    from click.testing import CliRunner
+
+    from inferasim.cli.main import cli
+
+    out = CliRunner().invoke(cli, ["run", *(f"--set={s}" for s in MTP),
+                                   "--set", "speculative.method=eagle3"])
+    assert out.exit_code == 2
+    assert "speculative.acceptance" in out.output and "Traceback" not in out.output

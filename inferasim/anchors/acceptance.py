@@ -131,13 +131,18 @@ def with_acceptance(scenario, records) -> tuple[Any, AcceptanceReading | None]:
     return attrs.evolve(scenario, speculative=spec), reading
 
 
-def resolved(scenario, store=None):
-    """``scenario`` with its acceptance resolved against ``store``, by default the anchors
-    the scenario names (``loading.scenario_store``)."""
-    if scenario.speculative.method == "none" or scenario.speculative.acceptance is not None:
-        return scenario
-    if store is None:
+def resolved_with_reading(scenario, store=None) -> tuple[Any, AcceptanceReading | None]:
+    """``with_acceptance`` against ``store``, by default the anchors the scenario names
+    (``loading.scenario_store``)."""
+    if scenario.speculative.method == "none":
+        return scenario, None
+    if store is None and scenario.speculative.acceptance is None:
         from inferasim.anchors.loading import scenario_store
 
         store = scenario_store(scenario)
-    return with_acceptance(scenario, store if store is not None else ())[0]
+    return with_acceptance(scenario, store if store is not None else ())
+
+
+def resolved(scenario, store=None):
+    """``scenario`` with its acceptance resolved (``resolved_with_reading``)."""
+    return resolved_with_reading(scenario, store)[0]

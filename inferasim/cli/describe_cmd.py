@@ -8,6 +8,7 @@ import attrs
 import click
 import yaml
 
+from inferasim.anchors.acceptance import resolved_with_reading
 from inferasim.arch.interconnect import kv_link_plan
 from inferasim.arch.layout import fit_problem
 from inferasim.arch.memory import GIB, memory_plan
@@ -49,6 +50,14 @@ def describe(scenario, overrides, as_json, **flags):
         "fits": problem is None,
         "fit_problem": problem,
     }
+    try:
+        # what a replay's verify steps emit: the scenario's figure, else the anchors' chain
+        _, reading = resolved_with_reading(resolved)
+        derived["speculative_acceptance"] = reading.to_dict() if reading else None
+        acceptance_line = reading.note() if reading else None
+    except ConfigError as exc:
+        derived["speculative_acceptance"] = None
+        acceptance_line = f"speculative acceptance unresolved: {exc}"
     if resolved.topology.kind == "disaggregated":
         # each pool runs its own layout and engine keys: its pool is what its run allocates
         derived["pools"] = {role: _pool_figures(resolved, role) for role in ("prefill", "decode")}
@@ -65,6 +74,8 @@ def describe(scenario, overrides, as_json, **flags):
     click.echo(yaml.safe_dump(scenario_to_dict(resolved), sort_keys=False).rstrip())
     click.echo("---")
     click.echo(f"parameters: {counts.total / 1e9:.1f} B total, {counts.active / 1e9:.1f} B active")
+    if acceptance_line:
+        click.echo(acceptance_line)
     click.echo(f"weights per GPU: {plan.weight_bytes_per_gpu / GIB:.2f} GiB")
     click.echo(f"KV per token per GPU: {plan.kv_bytes_per_token:,.0f} B "
                f"(per layer before division: {plan.kv_bytes_per_token_layer:,.0f} B, "
