@@ -88,7 +88,8 @@ def _level_records(level: str, measured: list, scenario) -> list:
     engine = nz.orchestrated_engine(scenario.engine.name, scenario.topology.orchestrator)
     gpu = nz.normalise_gpu(scenario.gpu.name)
     return [r for r in same_model if r.regime.engine == engine and r.regime.gpu == gpu
-            and r.regime.weight_dtype == scenario.weight_dtype]
+            and r.regime.weight_dtype is not None
+            and nz.weight_dtypes_match(r.regime.weight_dtype, scenario.weight_dtype)]
 
 
 def read_acceptance(scenario, records) -> AcceptanceReading | None:
