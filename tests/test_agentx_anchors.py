@@ -29,8 +29,14 @@ def test_rungs_below_the_cliff_import_as_decode_anchors(ladders):
     everything = import_agentx_ladder(ladders)
     # past the cliff as mixed steps, but for GLM-5.1, whose ladder records no hit rate
     assert len(everything) == len(pd.read_csv(ladders)) - 5
-    assert {r.workload.concurrency for r in everything
-            if r.workload.prefill_per_step is not None} == {16, 32, 40, 48}
+    # every rung with a hit rate carries its uncached prompt tokens per step, below the
+    # cliff (a tail of a few tokens a step on average) as past it (thousands)
+    assert all(r.workload.prefill_per_step is not None for r in everything
+               if r.regime.engine == "vllm")
+    assert not any(r.workload.prefill_per_step for r in everything if r.regime.engine == "sglang")
+    assert max(r.workload.prefill_per_step for r in records if r.regime.engine == "vllm") < 100
+    assert min(r.workload.prefill_per_step for r in everything
+               if r.workload.concurrency >= 40) > 1000
     concs = {(w, e): sorted(r.workload.concurrency for r in records
                             if r.regime.weight_dtype == w and r.regime.engine == e)
              for w, e in (("fp8", "vllm"), ("mxfp4", "vllm"), ("mxfp4", "sglang"))}
@@ -44,6 +50,9 @@ def test_rungs_below_the_cliff_import_as_decode_anchors(ladders):
     assert c8.workload.isl == round(row.input_tput_tps * row.duration_seconds
                                     / row.num_requests_successful)
     assert c8.decode_step == (row.mean_itl, "mean_itl")
+    assert c8.workload.prefix_hit_rate == pytest.approx(row.server_gpu_cache_hit_rate)
+    assert c8.workload.prefill_per_step == pytest.approx(
+        row.input_tput_tps * (1 - row.server_gpu_cache_hit_rate) * row.mean_itl)
     assert c8.ttft_s is None          # a cached prompt's TTFT is not a lone prefill
     assert c8.measurements.tput_per_gpu_output == pytest.approx(row.output_tput_tps / 2)
 
@@ -58,15 +67,23 @@ def test_a_rung_past_the_cliff_is_a_mixed_step_that_calibrates_the_prefill(ladde
     assert c40.workload.prefill_per_step == pytest.approx(
         row.input_tput_tps * (1 - row.server_gpu_cache_hit_rate) * row.mean_itl)
     rung = next(r for r in read_ladders(ladders) if "fp8" in r.ladder and r.concurrency == 8)
+    past = {r.id for r in records if r.workload.concurrency >= 32}
     both = CalibratedOracle(rung_scenario(rung), AnchorStore(records))
     decode_only = CalibratedOracle(rung_scenario(rung), AnchorStore(
-        [r for r in records if r.workload.prefill_per_step is None]))
-    assert {p.id for p in both.points} == {p.id for p in decode_only.points}
+        [r for r in records if r.id not in past]))
+    # the rungs below the cliff price the decodes, those past it the prompt tokens
+    assert {p.id for p in both.points} == {r.id for r in records} - past
+    assert {p.id for p in decode_only.points} == {p.id for p in both.points}
     assert decode_only.calibration["prefill"] == "analytic"
     assert both.calibration["prefill"] == "calibrated"
     readings = both.calibration["prefill_mixed_steps"]
-    assert set(readings) == {r.id for r in records if r.workload.prefill_per_step}
-    assert both.prefill_slope == pytest.approx(sorted(readings.values())[1], abs=1e-4)
+    assert set(readings) == past
+    # both factors fitted together over all eight steps, not the slope left over by an
+    # extrapolated decode ratio (the two MiniMax ladders' slopes were 1.56 and 0.88 so)
+    fit = both._share_fit
+    assert fit is not None and fit.steps == 8
+    assert both.prefill_slope == pytest.approx(fit.prompt_slope)
+    assert 1.2 < fit.prompt_slope < 1.7 and 1.2 < fit.decode_ratio < 1.8
 
 
 def test_the_oracle_reads_the_step_at_the_batch_that_decoded(ladders):

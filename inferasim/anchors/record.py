@@ -119,11 +119,14 @@ class Workload:
     # lanes think, wait and prefill between their decodes (Little's law on the output
     # stream: output tok/s x mean ITL). The calibrated oracle reads the step at this batch.
     decode_batch: float | None = attrs.field(default=None, metadata=above(0))
-    # Uncached prompt tokens each step computed beside its decodes, on average, where the
-    # record is a rung whose server was saturated with prefill (an agentic ladder past its KV
-    # cliff: input tok/s x miss rate x mean ITL). Its mean ITL is then a mixed step, and it
-    # calibrates the prefill, not the decode.
+    # Uncached prompt tokens each step computed beside its decodes, on average (an agentic
+    # rung: input tok/s x miss rate x mean ITL). Its mean ITL is then a mixed step: below a
+    # KV cliff a few dozen tokens of uncached tail on a long cached prompt, which cost as
+    # much attention as the decodes; past it, thousands of recomputed prompt tokens.
     prefill_per_step: float | None = attrs.field(default=None, metadata=above(0))
+    # The share of its prompt tokens the server's prefix cache held: where the uncached
+    # tokens sit (on top of the cached share of the prompt).
+    prefix_hit_rate: float | None = attrs.field(default=None, metadata=between(0.0, 1.0))
 
 
 @attrs.frozen

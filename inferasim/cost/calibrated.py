@@ -75,6 +75,7 @@ from inferasim.config.loader import catalog_gpu, catalog_model, rank_scenario
 from inferasim.config.scenario import ParallelSpec, Scenario
 from inferasim.cost.calibration_report import calibration_report
 from inferasim.cost.kv_ceiling import KvCeiling, read_ceiling
+from inferasim.cost.mixed_steps import ShareFit, StepParts, fit_shares, step_parts
 from inferasim.cost.oracle import AnalyticOracle, StepBatch, StepCost
 from inferasim.cost.prior import PooledPrior, reading
 from inferasim.cost.ratio_table import pooled_trend, ratio_at, trend_held
@@ -167,6 +168,10 @@ class CalibratedOracle:
         self._usable: list = []
         self._mixed: list = []          # mixed-step anchors: the prefill's (_fit_mixed_prefill)
         self._mixed_readings: list[tuple[str, float]] = []
+        # each mixed step split into its decodes and prompt tokens, and the two factors
+        # fitted over them where they tell the two apart (mixed_steps.py)
+        self._step_parts: dict[str, StepParts] = {}
+        self._share_fit: ShareFit | None = None
         # No anchor of the target's regime: the other regimes on its part, pooled (prior.py)
         self.prior: PooledPrior | None = None
         if self.result is not None:
@@ -176,6 +181,7 @@ class CalibratedOracle:
             else:
                 self._mixed = [r for r in self._usable
                                if r.workload.prefill_per_step is not None]
+                self._split_mixed_steps()
                 self._collect(self._usable)
         self.calibrated = bool(self.points) or self.prior is not None
         # The decode ratio table at the target's width, per measured concurrency.
@@ -213,32 +219,51 @@ class CalibratedOracle:
             self._fit_mixed_prefill()
         self.calibration = self._report()
 
+    def _split_mixed_steps(self) -> None:
+        """Each mixed step's decodes and prompt tokens, analytic, and the two factors fitted
+        over them (``mixed_steps.fit_shares``) where both kinds of step are present."""
+        for record in self._mixed:
+            if record.decode_step_s is None:
+                continue
+            oracle, _ = self._anchor_oracle(record)
+            self._step_parts[record.id] = step_parts(record, oracle, self.width)
+        self._share_fit = fit_shares(list(self._step_parts.values()))
+        if self._share_fit is not None:
+            fit = self._share_fit
+            self._notes.append(
+                f"{fit.steps} agentic step(s) read as decodes and uncached prompt tokens "
+                f"together: decodes x{fit.decode_ratio:.2f}, prompt tokens x"
+                f"{fit.prompt_slope:.2f} of the analytic; each decode-led step's tokens are "
+                "taken off its decode reading at that slope")
+
     def _fit_mixed_prefill(self) -> None:
-        """The prefill slope from mixed steps (``Workload.prefill_per_step``: a saturated
-        rung's mean ITL, each step its decodes and a share of prompt chunks): what the step
+        """The prefill slope from the steps led by their prompt tokens (a saturated rung's
+        mean ITL, each step its decodes and a share of prompt chunks). Where the mixed steps
+        tell decodes and prompt tokens apart it is their joint fit's; else, per step, what it
         took beyond its decodes, priced at the decode ratio of this regime's decode anchors,
-        over the analytic prefill of its chunk tokens (halfway into the mean prompt, on
-        average). The median over the rungs, within PREFILL_SLOPE_LIMITS."""
+        over the analytic price of its prompt tokens, and the median over the steps. Within
+        PREFILL_SLOPE_LIMITS either way."""
         readings = []
         for record in self._mixed:
-            oracle, _ = self._anchor_oracle(record)
-            w = record.workload
-            batch = max(1, int(round(w.decode_batch or w.concurrency or 1)))
-            ctx = np.full(batch, w.isl + w.osl / 2.0)
-            decodes = oracle.step(StepBatch(decode_context=ctx, width=self.width)).seconds
-            whole = oracle.step(StepBatch(decode_context=ctx, width=self.width,
-                                          prefill_tokens=np.array([float(w.prefill_per_step)]),
-                                          prefill_resident=np.array([w.isl / 2.0]))).seconds
-            prefill = float(record.decode_step_s) - self.decode_ratio(batch) * decodes
-            if whole <= decodes or prefill <= 0:
+            parts = self._step_parts.get(record.id)
+            if parts is None or not parts.prompt_led:
+                continue
+            batch = max(1, int(round(record.workload.decode_batch
+                                     or record.workload.concurrency or 1)))
+            ratio = self._share_fit.decode_ratio if self._share_fit is not None \
+                else self.decode_ratio(batch)
+            prefill = parts.measured_s - ratio * parts.decodes_s
+            if parts.prompt_s <= 0 or prefill <= 0:
                 self._notes.append(f"{record.id}: its mixed step is no longer than its decodes "
                                    "priced alone; it reads no prefill")
                 continue
-            readings.append((record.id, prefill / (whole - decodes)))
+            readings.append((record.id, prefill / parts.prompt_s))
         if not readings:
             return
         lo, hi = PREFILL_SLOPE_LIMITS
-        self.prefill_slope = float(np.clip(np.median([r for _, r in readings]), lo, hi))
+        slope = self._share_fit.prompt_slope if self._share_fit is not None \
+            else float(np.median([r for _, r in readings]))
+        self.prefill_slope = float(np.clip(slope, lo, hi))
         self._prefill_calibrated = True
         self._mixed_readings = readings
 
@@ -431,8 +456,10 @@ class CalibratedOracle:
         spec_target = self.scenario.speculative.method != "none"
         skipped_open, kv_assumed, accepted = [], False, []
         for record in records:
-            if record.workload.prefill_per_step is not None:
-                continue  # a mixed step calibrates the prefill (``_fit_mixed_prefill``)
+            parts = self._step_parts.get(record.id)
+            if record.workload.prefill_per_step is not None and (parts is None
+                                                                  or parts.prompt_led):
+                continue  # a step led by its prompt tokens calibrates the prefill
             step, basis = record.decode_step
             w, reg = record.workload, record.regime
             if step is None or w.concurrency is None or w.concurrency < 1:
@@ -453,6 +480,12 @@ class CalibratedOracle:
                                self._running_cap(record, oracle)))
             batch = self._scheduled(batch, oracle)
             measured = float(step)
+            if parts is not None:
+                # its uncached tail's tokens, at the mixed steps' fitted slope (else analytic)
+                measured -= parts.prompt_s * (self._share_fit.prompt_slope
+                                              if self._share_fit is not None else 1.0)
+                if measured <= 0:
+                    continue
             if "tpot" in (basis or "") and w.osl > 1 and reg.spec_method in (None, "none"):
                 # A step read from TPOT carries the stalls the other clients' prefills caused,
                 # which the replay simulates again; speculative rows are left as they are

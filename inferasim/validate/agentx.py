@@ -343,18 +343,30 @@ def held_out_anchors(rungs: Sequence[Rung], csv_path: str | Path, folder: Path
     by_ladder: dict[tuple, list] = {}
     for a in anchors:
         by_ladder.setdefault(_record_deployment(a), []).append(a)
+    last_below = {label: _last_below_cliff([r for r in rungs if r.ladder == label])
+                  for label in {r.ladder for r in rungs}}
     out: dict[int, Path] = {}
     for i, rung in enumerate(rungs):
+        top = last_below[rung.ladder]
         mine = by_ladder.get(_rung_deployment(rung), [])
-        own = [a for a in mine if a.workload.concurrency == rung.concurrency
-               and a.workload.prefill_per_step is None]
+        own = [a for a in mine if a.workload.concurrency == rung.concurrency]
         others = [a for a in mine if a.workload.concurrency != rung.concurrency]
-        if not own or not any(a.workload.prefill_per_step is None for a in others):
+        if not own or rung.concurrency > top \
+                or not any(a.workload.concurrency <= top for a in others):
             continue
         path = folder / f"rung-{i}.json"
         write_anchor_file(path, others, generated_by="validate agentx --hold-out rung")
         out[i] = path
     return out
+
+
+def _last_below_cliff(rungs: Sequence[Rung]) -> float:
+    """The highest concurrency before one ladder's measured cliff (every rung where it has
+    none)."""
+    cut = cliff_between([{"concurrency": r.concurrency,
+                          "prefix_hit_rate": r.measured.get("prefix_hit_rate", math.nan),
+                          "ttft_mean_s": r.measured.get("ttft_mean_s", 0.0)} for r in rungs])
+    return math.inf if cut is None else cut[0]
 
 
 def _rung_key(rung: Rung) -> tuple:

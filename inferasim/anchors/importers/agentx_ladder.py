@@ -147,16 +147,21 @@ def _record(row, i: int, file: str, *, mixed: bool) -> AnchorRecord:
     isl = max(1, int(round(in_tps * duration / requests)))
     osl = max(1, int(round(out_tps * duration / requests)))
     hit = num(row.get("server_gpu_cache_hit_rate"))
-    # the caller passes ``mixed`` only for a rung that records its hit rate
-    prefill = in_tps * (1.0 - hit) * itl if mixed else None
-    if prefill is not None:
+    # Every step carries the uncached prompt tokens beside its decodes, below the cliff too:
+    # there a few dozen tokens of tail on a prompt of ~80k cost as much attention as the
+    # decodes (docs/anchors.md, "AgentX ladders as anchors"). The caller passes ``mixed``
+    # only for a rung that records its hit rate.
+    prefill = in_tps * (1.0 - hit) * itl if hit is not None else None
+    prefill = prefill if prefill and prefill > 0 else None
+    if mixed:
         notes = [f"an agentic rung past its KV cliff (server hit rate {hit:.3f}): a mixed "
-                 f"step of {out_tps * itl:.2f} decodes and {prefill:.0f} uncached prompt "
+                 f"step of {out_tps * itl:.2f} decodes and {prefill or 0:.0f} uncached prompt "
                  "tokens on average; it calibrates the prefill; TTFT not imported"]
     else:
         notes = ["an agentic rung: decode step read at the batch that decoded at once "
-                 f"(output tok/s x mean ITL = {out_tps * itl:.2f} of {conc} lanes); ISL is "
-                 "the mean prompt per request, most of it cached"
+                 f"(output tok/s x mean ITL = {out_tps * itl:.2f} of {conc} lanes)"
+                 + (f" beside {prefill:.0f} uncached prompt tokens a step" if prefill else "")
+                 + "; ISL is the mean prompt per request, most of it cached"
                  + (f" (server hit rate {hit:.3f})" if hit is not None else "")
                  + "; TTFT not imported (an uncached tail on a cached context)"]
     image = str(row["image"]).strip()
@@ -168,7 +173,7 @@ def _record(row, i: int, file: str, *, mixed: bool) -> AnchorRecord:
         regime=regime,
         workload=Workload(isl=isl, osl=osl, concurrency=conc, num_requests=int(requests),
                           dataset="agentx", decode_batch=out_tps * itl,
-                          prefill_per_step=prefill),
+                          prefill_per_step=prefill, prefix_hit_rate=hit),
         measurements=Measurements(itl_mean_s=itl, tput_per_gpu_output=per_gpu(out_tps, tp),
                                   tput_per_gpu_input=per_gpu(in_tps, tp),
                                   completed=int(requests)),
