@@ -121,8 +121,8 @@ class Workload:
     decode_batch: float | None = attrs.field(default=None, metadata=above(0))
     # Uncached prompt tokens each step computed beside its decodes, on average (an agentic
     # rung: input tok/s x miss rate x mean ITL). Its mean ITL is then a mixed step: below a
-    # KV cliff a few dozen tokens of uncached tail on a long cached prompt, which cost as
-    # much attention as the decodes; past it, thousands of recomputed prompt tokens.
+    # KV cliff a few dozen tokens a step on average, each request's uncached tail on a long
+    # cached prompt; past it, thousands of recomputed prompt tokens.
     prefill_per_step: float | None = attrs.field(default=None, metadata=above(0))
     # The share of its prompt tokens the server's prefix cache held: where the uncached
     # tokens sit (on top of the cached share of the prompt).

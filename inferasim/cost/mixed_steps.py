@@ -1,18 +1,18 @@
 """Steps that carry prompt tokens beside their decodes, read apart: how much of an agentic
 rung's mean ITL is its decodes and how much its uncached prompt tokens.
 
-An agentic rung's step (``Workload.prefill_per_step``) holds both. Below a KV cliff it holds
-a few dozen tokens of uncached tail on a prompt of ~80k, whose attention costs about what
-the decodes' does; past the cliff, thousands of recomputed prompt tokens. Read as decodes
-alone, the tails made the decode ratio look as if it grew with the batch (MiniMax-M2.5 on
-MI355X: 1.3 at one lane to 2.1-2.3 at eight to sixteen), and the saturated rungs' prefill
-slope was then whatever that extrapolated ratio left over (0.88 on one ladder, 1.56 on the
-other: docs/anchors.md, "AgentX ladders as anchors").
+An agentic rung's step (``Workload.prefill_per_step``) holds both. Below a KV cliff it holds,
+on average, a few dozen tokens of uncached tail on a prompt of ~80k (in fact one chunk of a
+few thousand tokens every hundred-odd steps); past the cliff, thousands of recomputed prompt
+tokens. Read apart, rung by rung, the saturated rungs' decodes were priced at the decode
+ratio extrapolated past the batches the rungs below measured (2.2 at 24 decoding on MiniMax
+FP8 TP2, 2.8 at 14 on MXFP4 TP1), and each one's prefill slope was what that left: 1.56 on
+one ladder, 0.88 on the other, 1.8x apart on one part and engine.
 
-``fit_shares`` prices every such step at two unknown factors, one on its analytic decodes
-and one on its analytic prompt tokens, by least squares over the relative errors. On the two
-MiniMax ladders the two factors come out alike (decodes 0.97 and 1.09, prompt tokens 1.49
-and 1.48), where the earlier reading gave slopes 1.8x apart.
+``fit_shares`` prices every step of a regime at two unknown factors, one on its analytic
+decodes and one on its analytic prompt tokens, by least squares over the relative errors.
+On the two MiniMax ladders the factors come out alike (decodes 1.48 and 1.53, prompt tokens
+1.42 and 1.55: docs/anchors.md, "The tails in the decode steps").
 """
 
 from __future__ import annotations

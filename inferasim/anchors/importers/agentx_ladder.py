@@ -148,8 +148,8 @@ def _record(row, i: int, file: str, *, mixed: bool) -> AnchorRecord:
     osl = max(1, int(round(out_tps * duration / requests)))
     hit = num(row.get("server_gpu_cache_hit_rate"))
     # Every step carries the uncached prompt tokens beside its decodes, below the cliff too:
-    # there a few dozen tokens of tail on a prompt of ~80k cost as much attention as the
-    # decodes (docs/anchors.md, "AgentX ladders as anchors"). The caller passes ``mixed``
+    # there a few dozen a step on average, each request's uncached tail on a cached prompt of
+    # ~80k (docs/anchors.md, "The tails in the decode steps"). The caller passes ``mixed``
     # only for a rung that records its hit rate.
     prefill = in_tps * (1.0 - hit) * itl if hit is not None else None
     prefill = prefill if prefill and prefill > 0 else None
