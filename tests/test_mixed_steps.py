@@ -79,3 +79,24 @@ def test_the_two_minimax_ladders_fit_factors_that_transport():
     assert a is not None and b is not None
     assert a.prompt_slope == pytest.approx(b.prompt_slope, rel=0.15)
     assert a.decode_ratio == pytest.approx(b.decode_ratio, rel=0.15)
+
+
+def test_without_saturated_steps_a_tail_comes_off_its_decode_reading_at_the_analytic_price():
+    import attrs
+
+    ladders = shared_data("agentx-measured", "agentx_dev_ladders.csv")
+    below = [r for r in import_agentx_ladder(ladders, below_cliff=True)
+             if r.regime.weight_dtype == "fp8" and r.regime.engine == "vllm"]
+    bare = [attrs.evolve(r, workload=attrs.evolve(r.workload, prefill_per_step=None,
+                                                  prefix_hit_rate=None)) for r in below]
+    rung = next(r for r in read_ladders(ladders) if "fp8" in r.ladder and r.concurrency == 8)
+    with_tails = CalibratedOracle(rung_scenario(rung), AnchorStore(below))
+    without = CalibratedOracle(rung_scenario(rung), AnchorStore(bare))
+    # no step led by its prompt tokens: nothing to fit the two factors on
+    assert with_tails._share_fit is None and with_tails.calibration["prefill"] == "analytic"
+    read = {p.id: p.measured_s for p in with_tails.points}
+    raw = {p.id: p.measured_s for p in without.points}
+    assert read.keys() == raw.keys() and len(read) == 5
+    for pid, parts in with_tails._step_parts.items():
+        assert read[pid] == pytest.approx(raw[pid] - parts.prompt_s)
+        assert 0 < parts.prompt_s < raw[pid]
