@@ -281,6 +281,34 @@ def test_aiperf_new_schema():
     assert m.tput_per_gpu_output == pytest.approx(161.99612075969227 / 4)
     assert record.provenance.tool == "aiperf 0.8.0" and record.provenance.date == "2026-07-09"
     assert "agentic run" in record.provenance.notes[0]
+    # the server-metrics scrape beside the export: 41.8M of 44.6M queried prompt tokens hit,
+    # 767 computed a second, so 17.6 uncached tokens a step at its 22.9 ms mean ITL
+    assert record.workload.prefix_hit_rate == pytest.approx(41833335 / 44626531)
+    assert record.workload.prefill_per_step == pytest.approx(767.373 * m.itl_mean_s)
+    assert "server_metrics_export.csv" in record.provenance.notes[1]
+
+
+def test_aiperf_agentic_export_without_its_server_metrics_reads_no_tails():
+    path = OUTPUTS / "aiperf/inferencex_aiperf-0.8.0_kimi-k2.7_vllm_mi355x_tp4_conc1_profile_export_aiperf.json"
+    (record,) = import_aiperf(path, hints={"engine": "vllm", "gpu": "mi355x", "tp": 4})
+    assert record.workload.prefill_per_step is None and record.workload.prefix_hit_rate is None
+
+
+def test_a_server_metrics_export_whose_counters_do_not_add_up_is_refused(tmp_path):
+    from inferasim.anchors.importers.aiperf_server_metrics import read_server_prefix
+
+    source = OUTPUTS / "aiperf/inferencex_aiperf-0.8.0_kimi-k2.7_vllm_mi355x_tp4_conc4_server_metrics_export.csv"
+    text = source.read_text()
+    hits = next(ln for ln in text.splitlines() if ",vllm:prefix_cache_hits," in ln)
+    bad = tmp_path / "server_metrics_export.csv"
+    bad.write_text(text.replace(hits, hits.replace("41833335.0000", "99999999.0000", 1)))
+    with pytest.raises(ConfigError, match="do not add up") as err:
+        read_server_prefix(bad)
+    assert "server_metrics_export.csv" in str(err.value)
+    # a scrape without prefix counters (another engine, no prefix caching) reads none
+    bare = tmp_path / "bare.csv"
+    bare.write_text("\n".join(ln for ln in text.splitlines() if "prefix_cache" not in ln))
+    assert read_server_prefix(bare) is None
 
 
 def _kimi_export_without(tmp_path, metric: str) -> Path:

@@ -14,7 +14,10 @@ lanes wait between turns: ``use_end_to_start_delays``) is read as an AgentX ladd
 (AIPerf's ``effective_decode_concurrency``, else output tok/s x mean ITL), and neither TTFT
 nor TPOT is imported. Its TTFT is an uncached tail on a cached context plus the wait for a
 slot, which the oracle's TTFT model (a lone random prompt) would misread as time outside the
-engine; its TPOT counts the stalls behind other lanes' prompts.
+engine; its TPOT counts the stalls behind other lanes' prompts. Where AIPerf's scrape of the
+server's metrics lies beside the export (``server_metrics_export.csv``), its prefix counters
+give the uncached prompt tokens each step carried and the hit rate, as a ladder rung's do
+(``aiperf_server_metrics.py``; docs/anchors.md, "The tails in the decode steps").
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from inferasim.anchors.importers._common import (
     regime_from_model_id,
     slug,
 )
+from inferasim.anchors.importers.aiperf_server_metrics import read_server_prefix, sibling
 from inferasim.anchors.importers.vllm_bench import with_per_gpu
 from inferasim.anchors.record import AnchorRecord, Measurements, Provenance, Regime, Workload
 from inferasim.config.errors import ConfigError
@@ -129,6 +133,17 @@ def import_aiperf(path: str | Path, *, hints: Mapping[str, Any] | None = None,
                         dataset=str(dataset) if dataset else None)
     if _agentic(config, inputs):
         m, workload, notes = _agentic_reading(metrics, workload, out_tps, m, file)
+        metrics_file = sibling(file)
+        prefix = read_server_prefix(metrics_file) if metrics_file is not None else None
+        if prefix is not None:
+            # the uncached tails each step carried beside its decodes (agentx_ladder.py)
+            per_step = prefix.computed_tok_s * m.itl_mean_s
+            workload = attrs.evolve(workload, prefix_hit_rate=prefix.hit_rate,
+                                    prefill_per_step=per_step if per_step > 0 else None)
+            notes = (*notes, f"its server's prefix cache hit {prefix.hit_rate:.3f} of the "
+                     f"prompt tokens and computed {prefix.computed_tok_s:.0f} a second: "
+                     f"{per_step:.0f} uncached prompt tokens a step beside its decodes "
+                     f"({metrics_file.name})")
     else:
         notes = ()
     version = data.get("aiperf_version")
