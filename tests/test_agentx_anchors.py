@@ -147,3 +147,13 @@ def test_hold_out_rung_with_nothing_to_hold_out_says_so(ladders):
                                    "--hold-out", "rung", "--jobs", "1"])
     assert out.exit_code == 2 and "no rung below its ladder's cliff" in out.output
 
+
+
+def test_hold_out_rung_finds_the_cliff_on_the_whole_ladder_not_the_rungs_asked_for(ladders):
+    # c16 and c32 of MXFP4 TP1 both lie past its cliff (c8 -> c16); asked for alone they show
+    # none between them, and still none of them is a rung below the cliff to hold out
+    out = CliRunner().invoke(cli, ["validate", "agentx", str(ladders), "--ladder", "fp4 1x",
+                                   "--concurrency", "16,32", "--hold-out", "rung",
+                                   "--seeds", "1", "--jobs", "1"])
+    assert out.exit_code != 0
+    assert "no rung below its ladder's cliff" in out.output

@@ -343,7 +343,10 @@ def held_out_anchors(rungs: Sequence[Rung], csv_path: str | Path, folder: Path
     by_ladder: dict[tuple, list] = {}
     for a in anchors:
         by_ladder.setdefault(_record_deployment(a), []).append(a)
-    last_below = {label: _last_below_cliff([r for r in rungs if r.ladder == label])
+    # the cliff of each whole ladder in the file, as the importer finds it, not of the rungs
+    # asked for (two rungs past it alone would show none)
+    every = read_ladders(csv_path)
+    last_below = {label: _last_below_cliff([r for r in every if r.ladder == label])
                   for label in {r.ladder for r in rungs}}
     out: dict[int, Path] = {}
     for i, rung in enumerate(rungs):
