@@ -100,3 +100,19 @@ def test_without_saturated_steps_a_tail_comes_off_its_decode_reading_at_the_anal
     for pid, parts in with_tails._step_parts.items():
         assert read[pid] == pytest.approx(raw[pid] - parts.prompt_s)
         assert 0 < parts.prompt_s < raw[pid]
+
+
+def test_the_report_says_where_the_prefill_price_came_from_not_that_it_fell_back():
+    ladders = shared_data("agentx-measured", "agentx_dev_ladders.csv")
+    records = import_agentx_ladder(ladders)
+    rung = next(r for r in read_ladders(ladders) if "fp8" in r.ladder and r.concurrency == 8)
+    own = CalibratedOracle(rung_scenario(rung), AnchorStore(
+        [r for r in records if r.regime.weight_dtype == "fp8"]))
+    other = CalibratedOracle(rung_scenario(rung), AnchorStore(
+        [r for r in records if r.regime.weight_dtype == "mxfp4" and r.regime.engine == "vllm"]))
+    for oracle, how in ((own, "from the agentic mixed steps"), (other, "at the prior's slope")):
+        notes = oracle.calibration["notes"]
+        assert oracle.calibration["prefill"] == "calibrated"
+        assert not any("falls back to the analytic model" in n for n in notes), notes
+        assert any(f"the prefill is priced {how}" in n for n in notes), notes
+    assert other.calibration["mode"] == "prior"

@@ -62,6 +62,8 @@ def calibration_report(oracle) -> dict[str, Any]:
     if oracle._mixed_readings:
         carried += (f" (slope {oracle.prefill_slope:.3g} from {len(oracle._mixed_readings)} "
                     "mixed step(s) of saturated rungs)")
+        _priced_otherwise(notes, res, f"from the agentic mixed steps instead (slope "
+                          f"{oracle.prefill_slope:.3g})")
     polled = sorted({int(r.regime.scheduler_recv_interval) for r in oracle._usable
                      if (r.regime.scheduler_recv_interval or 1) > 1})
     if oracle._frontend_modelled and polled:
@@ -113,9 +115,21 @@ def calibration_report(oracle) -> dict[str, Any]:
             for r in oracle.prefill_points]
     return out
 
+def _priced_otherwise(notes: list[str], res, how: str) -> None:
+    """The store's "prefill refused ... falls back to the analytic model" note, where the
+    prefill was priced after all (by the mixed steps, or a prior's slope): it says so."""
+    refused = res.prefill_note if res is not None else None
+    if refused in notes and refused.startswith("prefill refused"):
+        probe = refused.split("; ")[0].replace("prefill refused", "no TTFT prefill curve")
+        notes[notes.index(refused)] = f"{probe}; the prefill is priced {how}"
+
+
 def _prior_report(oracle, refused: dict, crossed: bool, notes: list[str]) -> dict[str, Any]:
     """The calibration of a prior: its level, the regimes it pooled, the refusals."""
     prior = oracle.prior
+    if oracle._prefill_calibrated:
+        _priced_otherwise(notes, oracle.result,
+                          f"at the prior's slope instead ({oracle.prefill_slope:.3g})")
     used = [r.id for r in oracle._usable]
     models = sorted({r.model for r in prior.readings})
     lo, hi = prior.batches
