@@ -136,7 +136,7 @@ def agentx(csv_path, overrides, only, ladder_filter, trace, jobs, hold_out, seed
                 click.echo(f"  each ladder priced without its own run's anchors (its deployment "
                            f"and build; {held} held out in all)", err=True)
         if hold_out == "rung":
-            files = held_out_anchors(rungs, csv_path, Path(tmp))
+            files = held_out_anchors(rungs, csv_path, Path(tmp), every)
             if not files:
                 raise click.UsageError("no rung below its ladder's cliff has another rung of "
                                        "its ladder to be calibrated by")

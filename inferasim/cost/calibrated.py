@@ -248,10 +248,8 @@ class CalibratedOracle:
             parts = self._step_parts.get(record.id)
             if parts is None or not parts.prompt_led:
                 continue
-            batch = max(1, int(round(record.workload.decode_batch
-                                     or record.workload.concurrency or 1)))
             ratio = self._share_fit.decode_ratio if self._share_fit is not None \
-                else self.decode_ratio(batch)
+                else self.decode_ratio(parts.batch)
             prefill = parts.measured_s - ratio * parts.decodes_s
             if parts.prompt_s <= 0 or prefill <= 0:
                 self._notes.append(f"{record.id}: its mixed step is no longer than its decodes "

@@ -115,6 +115,7 @@ def calibration_report(oracle) -> dict[str, Any]:
             for r in oracle.prefill_points]
     return out
 
+
 def _priced_otherwise(notes: list[str], res, how: str) -> None:
     """The store's "prefill refused ... falls back to the analytic model" note, where the
     prefill was priced after all (by the mixed steps, or a prior's slope): it says so."""

@@ -34,6 +34,7 @@ class StepParts:
     measured_s: float     # the anchor's step (mean ITL)
     decodes_s: float      # its decodes alone, analytic
     prompt_s: float       # what its prompt tokens add, analytic
+    batch: int = 1        # the decodes it held, at least one
 
     @property
     def prompt_led(self) -> bool:
@@ -61,7 +62,8 @@ def step_parts(record, oracle, width: int = 1) -> StepParts:
                                   prefill_tokens=np.array([chunk]),
                                   prefill_resident=np.array([resident]))).seconds
     share = float(w.prefill_per_step) / chunk
-    return StepParts(record.id, float(record.decode_step_s), decodes, share * (whole - decodes))
+    return StepParts(record.id, float(record.decode_step_s), decodes,
+                     share * (whole - decodes), batch)
 
 
 @attrs.frozen

@@ -330,12 +330,14 @@ def _record_deployment(record) -> tuple:
     return _ladder_key(r.model, r.engine, r.gpu, r.tp, r.weight_dtype)
 
 
-def held_out_anchors(rungs: Sequence[Rung], csv_path: str | Path, folder: Path
-                     ) -> dict[int, Path]:
+def held_out_anchors(rungs: Sequence[Rung], csv_path: str | Path, folder: Path,
+                     every: Sequence[Rung] | None = None) -> dict[int, Path]:
     """For each rung below its ladder's measured cliff (the rungs
     ``anchors import --from agentx-ladder`` keeps), an anchor file of the same ladder's
     other rungs: the index of the rung in ``rungs`` -> that file. The rung is then replayed
-    calibrated by its neighbours alone, never by itself."""
+    calibrated by its neighbours alone, never by itself. ``every``: the file's rungs the
+    cliffs are read from (default: read again from ``csv_path``), as
+    ``matched_output_scales`` takes them."""
     from inferasim.anchors.importers.agentx_ladder import import_agentx_ladder
     from inferasim.anchors.store import write_anchor_file
 
@@ -345,7 +347,7 @@ def held_out_anchors(rungs: Sequence[Rung], csv_path: str | Path, folder: Path
         by_ladder.setdefault(_record_deployment(a), []).append(a)
     # the cliff of each whole ladder in the file, as the importer finds it, not of the rungs
     # asked for (two rungs past it alone would show none)
-    every = read_ladders(csv_path)
+    every = read_ladders(csv_path) if every is None else every
     last_below = {label: _last_below_cliff([r for r in every if r.ladder == label])
                   for label in {r.ladder for r in rungs}}
     out: dict[int, Path] = {}
