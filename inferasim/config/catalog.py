@@ -47,3 +47,16 @@ def load_entry(kind: str, name: str, *, key: str, origin_file: str,
     # An entry that extends another must not inherit its parent's name.
     data["name"] = name
     return data, origins, path
+
+
+def native_four_bit(model: str, root: Path = CATALOG_DIR) -> str | None:
+    """The 4-bit format a catalog model's own checkpoint ships (gpt-oss: MXFP4 experts), or
+    None: what a measurement's bare "fp4" means for that model on any vendor's part."""
+    path = root / "models" / f"{model}.yaml"
+    if not path.is_file():
+        return None
+    data, _ = load_tree(path)
+    for key in ("expert_weight_dtype", "weight_dtype"):
+        if data.get(key) in ("mxfp4", "nvfp4"):
+            return data[key]
+    return None

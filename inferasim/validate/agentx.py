@@ -24,7 +24,7 @@ import pandas as pd
 from inferasim.anchors import normalise as nz
 from inferasim.anchors.importers.agentx_ladder import cliff_between, gpu_part, weight_dtype
 from inferasim.anchors.normalise import engine_version_from_image
-from inferasim.config.catalog import CATALOG_DIR, SCENARIO_DIR, catalog_names
+from inferasim.config.catalog import CATALOG_DIR, SCENARIO_DIR, catalog_names, native_four_bit
 from inferasim.config.errors import ConfigError, warn
 from inferasim.config.yaml_tree import load_tree
 
@@ -127,7 +127,8 @@ def read_ladders(csv_path: str | Path, trace: str | None = None) -> list[Rung]:
         ep = _count(row, "ep", where) if "ep" in row and not pd.isna(row["ep"]) else 1
         dpa = tp if "dp_attention" in row and _flag(row["dp_attention"]) else 1
         sets = [f"model.name={model}",
-                f"model.weight_dtype={weight_dtype(str(row['precision']), gpu, where)}",
+                f"model.weight_dtype="
+                f"{weight_dtype(str(row['precision']), gpu, where, native_four_bit(model))}",
                 f"gpu.name={gpu}", f"engine.name={engine}", f"engine.version={version}",
                 f"parallel.tp={tp}", f"parallel.ep={ep}", f"parallel.dp_attention={dpa}",
                 f"workload.concurrency={conc}", f"engine.max_num_seqs={conc}"]
@@ -219,16 +220,26 @@ def corpus_output_ratio(rung: Rung, overrides: Sequence[str] = ()) -> float:
     return replayed_corpus(rung_scenario(rung, overrides), 1.0).output_per_prompt_token()
 
 
+def recipe_path(engine: str, gpu: str, model: str, weights: str) -> Path | None:
+    """The deployment's serving recipe: the one for its weights where the launch scripts
+    passed other arguments per precision (``_recipe-vllm-b200-kimi-k2.5-int4.yaml``), else
+    the one for the engine, part and model; None where none is shipped."""
+    stem = f"_recipe-{engine}-{gpu}-{model}"
+    for name in (f"{stem}-{weights}.yaml", f"{stem}.yaml"):
+        if (AGENTIC_DIR / name).is_file():
+            return AGENTIC_DIR / name
+    return None
+
+
 def rung_scenario(rung: Rung, overrides: Sequence[str] = ()):
     """The rung's scenario: the deployment's serving recipe where one is shipped (a scenario
     extending the harness), else the harness, with the rung's keys and then the user's."""
     from inferasim.config.loader import load_scenario
 
     keys = dict(s.split("=", 1) for s in rung.overrides)
-    recipe = AGENTIC_DIR / (f"_recipe-{keys['engine.name']}-{keys['gpu.name']}-"
-                            f"{keys['model.name']}.yaml")
-    base = recipe if recipe.is_file() else HARNESS
-    return load_scenario(base, [*rung.overrides, *overrides])
+    recipe = recipe_path(keys["engine.name"], keys["gpu.name"], keys["model.name"],
+                         keys["model.weight_dtype"])
+    return load_scenario(recipe or HARNESS, [*rung.overrides, *overrides])
 
 
 def expressible_rungs(rungs: Sequence[Rung], overrides: Sequence[str] = ()) -> list[Rung]:

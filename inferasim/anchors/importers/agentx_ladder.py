@@ -46,6 +46,7 @@ from inferasim.anchors.importers._common import (
     unique_ids,
 )
 from inferasim.anchors.record import AnchorRecord, Measurements, Provenance, Regime, Workload
+from inferasim.config.catalog import native_four_bit
 from inferasim.config.errors import ConfigError
 
 TOOL = "AIPerf InferenceX AgentX scenario (agentic-coding lanes over the AgentX corpus)"
@@ -71,11 +72,14 @@ def cliff_between(rungs: Sequence[Mapping[str, float]]) -> tuple[int, int] | Non
     return None
 
 
-def weight_dtype(precision: str, hw: str, where: str) -> str:
-    """The ladder's precision column as a weight dtype: fp4 is MXFP4 on AMD parts, NVFP4 on
-    NVIDIA's."""
+def weight_dtype(precision: str, hw: str, where: str, native: str | None = None) -> str:
+    """The ladder's precision column as a weight dtype: fp4 is the model's own 4-bit format
+    where its checkpoint ships one (``native``: gpt-oss's MXFP4 experts, on every part), else
+    MXFP4 on AMD parts and NVFP4 on NVIDIA's."""
     p = precision.strip().lower()
     if p == "fp4":
+        if native in ("mxfp4", "nvfp4"):
+            return native
         return "mxfp4" if hw.lower().startswith("mi") else "nvfp4"
     if p in ("fp8", "mxfp4", "nvfp4", "bf16", "int4"):
         return p
@@ -141,7 +145,8 @@ def _record(row, i: int, file: str, *, mixed: bool) -> AnchorRecord:
     ep = int(num(row.get("ep")) or 1)
     dpa = tp if truthy(row.get("dp_attention")) else 1
     regime = Regime(model=model["model"], engine=str(row["framework"]).strip().lower(),
-                    gpu=hw, weight_dtype=weight_dtype(str(row["precision"]), hw, where),
+                    gpu=hw, weight_dtype=weight_dtype(str(row["precision"]), hw, where,
+                                                      native_four_bit(model["model"])),
                     spec_method="none", tp=tp, ep=ep, dp_attention=dpa, max_num_seqs=conc,
                     num_gpus=tp)
     isl = max(1, int(round(in_tps * duration / requests)))
