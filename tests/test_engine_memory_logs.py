@@ -51,11 +51,15 @@ CASES = {
     "vllm/inferencex_vllm-0.21.0-rocm_minimax-m2.5-eagle3_tp8_startup-excerpt.log": LogCase(
         # ROCm build, gfx950 kernels loaded: MI355X (MI350X has the same 288 GB)
         "minimax-m2.5", "mi355x",
-        xfail="+22 %: 0.92 x 288 GiB - 27.15 GiB weights - 191.72 GiB KV leaves 46 GiB to "
+        xfail="+19 %: 0.92 x 288 GiB - 27.15 GiB weights - 191.72 GiB KV leaves 46 GiB to "
               "the profile run and non-torch memory; the model's dims explain ~8 GiB (the "
-              "sampler warm-up over 2 x 1024 rows of a 200k vocabulary included). The log "
-              "does not identify the rest; the other ROCm log (Kimi, TP4) leaves ~7 GiB"),
+              "sampler warm-up over 2 x 1024 rows of a 200k vocabulary included) and the "
+              "memory the ROCm stack holds unseen 5.1 GiB more (gpu.unaccounted_memory_gib, "
+              "fitted to the Kimi log below). The log does not identify the rest; the EAGLE3 "
+              "draft's own buffers are the likeliest [U]"),
     "vllm/inferencex_vllm-0.24.0-rocm_kimi-k2.7-mxfp4_mi355x_tp4_startup-excerpt.log": LogCase(
+        # the log mi355x.yaml's unaccounted_memory_gib is fitted to (5.1 GiB): exact by
+        # construction, a check that the fit stays where it was made, not a hold-out
         "kimi-k2.7", "mi355x", "mxfp4"),
     "sglang/llms-in-clouds_sglang-0.4.3.post4_qwq-32b_4xL4_tp4_startup.log": LogCase(
         "qwq-32b", "l4",

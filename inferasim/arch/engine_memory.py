@@ -76,13 +76,14 @@ class MemoryBreakdown:
     safety_bytes: float = 0.0
     reserve_bytes: float = 0.0     # engine.reserve_gib
     workspace_bytes: float = 0.0   # attention workspaces the engine keeps (vLLM's DSA buffer)
+    unaccounted_bytes: float = 0.0  # the part's gpu.unaccounted_memory_gib
 
     def kept(self) -> list[tuple[str, float]]:
         """What the rule keeps out of the KV budget beside the weights, named, in order."""
         return [("activation peak", self.activation_peak_bytes),
                 ("workspace", self.workspace_bytes), ("non-torch", self.non_torch_bytes),
                 ("CUDA graphs", self.cuda_graph_bytes), ("safety", self.safety_bytes),
-                ("reserve", self.reserve_bytes)]
+                ("reserve", self.reserve_bytes), ("unaccounted", self.unaccounted_bytes)]
 
     @property
     def kv_bytes(self) -> float:
@@ -166,12 +167,17 @@ def memory_breakdown(scenario, weight_bytes: float) -> MemoryBreakdown:
                                budget_bytes=total * eng.mem_fraction,
                                weight_bytes=weight_bytes, reserve_bytes=reserve)
     ranks = scenario.parallel.tp
+    # Every rule below measures or fractions the memory the device has; what the stack holds
+    # there unseen comes off the pool whichever way the engine counts (vLLM's profile sees
+    # it as non-torch growth, SGLang as memory no longer free after loading).
+    unaccounted = gpu.unaccounted_memory_gib * GIB
     if rule == "sglang-static":
         # rest = post - pre x (1 - f) with post = pre - weights, i.e. pre x f - weights
         free_before_weights = total - DEVICE_CONTEXT_BYTES - comm_bytes(ranks)
         return MemoryBreakdown(rule=rule, total_bytes=total,
                                budget_bytes=free_before_weights * eng.mem_fraction,
-                               weight_bytes=weight_bytes, reserve_bytes=reserve)
+                               weight_bytes=weight_bytes, reserve_bytes=reserve,
+                               unaccounted_bytes=unaccounted)
     peak = profile_peak(scenario).peak_bytes
     graphs = cuda_graph_bytes(scenario.model.num_layers, eng.max_num_seqs,
                               scenario.speculative.verify_width)
@@ -182,7 +188,7 @@ def memory_breakdown(scenario, weight_bytes: float) -> MemoryBreakdown:
                                budget_bytes=float(math.ceil(total * eng.mem_fraction)),
                                weight_bytes=weight_bytes, activation_peak_bytes=peak,
                                non_torch_bytes=comm_bytes(ranks), cuda_graph_bytes=graphs,
-                               reserve_bytes=reserve,
+                               reserve_bytes=reserve, unaccounted_bytes=unaccounted,
                                workspace_bytes=vllm_workspace_bytes(scenario.model))
     if rule == "atom-profile":
         if eng.cuda_graph_memory == "ignore":
@@ -192,16 +198,16 @@ def memory_breakdown(scenario, weight_bytes: float) -> MemoryBreakdown:
                                weight_bytes=weight_bytes, activation_peak_bytes=peak,
                                non_torch_bytes=comm_bytes(ranks), cuda_graph_bytes=graphs,
                                safety_bytes=ATOM_SAFETY_FRACTION * total,
-                               reserve_bytes=reserve)
+                               reserve_bytes=reserve, unaccounted_bytes=unaccounted)
     if rule == "trt-free-fraction":
         # TensorRT-LLM sizes its KV cache as free_gpu_memory_fraction of what is free after
         # the weights and a profiling forward of max_num_tokens (KvCacheConfig; the PyTorch
         # backend's estimate). The rest of the free memory is headroom it leaves.
-        free = total - weight_bytes - peak - comm_bytes(ranks)
+        free = total - weight_bytes - peak - comm_bytes(ranks) - unaccounted
         return MemoryBreakdown(rule=rule, total_bytes=total, budget_bytes=total,
                                weight_bytes=weight_bytes, activation_peak_bytes=peak,
                                non_torch_bytes=comm_bytes(ranks),
                                safety_bytes=max(0.0, (1.0 - eng.mem_fraction) * free),
-                               reserve_bytes=reserve)
+                               reserve_bytes=reserve, unaccounted_bytes=unaccounted)
     raise ValueError(f"unknown engine.memory_rule {rule!r}; expected one of "
                      f"{', '.join(MEMORY_RULES)}")

@@ -74,6 +74,11 @@ class GpuSpec:
     # GPU <-> host memory, bytes/s one way per GPU (the host link a KV offload tier reloads
     # over: PCIe Gen5 x16 on most parts, NVLink-C2C to Grace on GB200); 0 = not known.
     host_link_bw_per_dir: float = 0.0
+    # Device memory the serving stack holds on this part that no engine's own accounting
+    # sees (runtime, communicator and kernel-library workspaces allocated at start-up), GiB
+    # per GPU: kept out of the KV pool under every profiled or fraction-of-memory rule. Each
+    # catalog entry says where its figure comes from (0 = none measured).
+    unaccounted_memory_gib: float = attrs.field(default=0.0, metadata=at_least(0))
     # What a deployment search needs to turn throughput into money and energy. The price is a
     # rental rate in USD per GPU-hour with where it was read (None: no sourced rate, and a
     # cost objective asks for --price); the board power limit is the datasheet TDP, watts.
