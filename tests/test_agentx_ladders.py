@@ -75,14 +75,17 @@ def _assert_near(table, cases, metric: str, **tolerance) -> None:
 
 def test_the_engines_counter_tracks_the_measured_hit_rate_before_and_past_the_cliff(
         table, corpus_table):
+    # Every rung within 0.05, the cliff's edges included (MXFP4 c16 0.036 against 0.060, FP8
+    # c32 0.129 against 0.162, five seeds' medians), with the launch scripts' memory
+    # fractions and the memory the ROCm stack holds unseen (docs/engines.md)
+    _assert_near(table, (("minimax-m2.5 fp4 1x", (4, 8, 16, 32)),
+                         ("minimax-m2.5 fp8 2x", (4, 8, 16, 32))), "prefix_hit_rate", abs=0.05)
+    # With the corpus's own outputs, half the measured runs' per prompt token, the edge rung
+    # FP8 c32 keeps more of its cache (0.235): each request decodes, and holds its blocks,
+    # for half as long
     _assert_near(corpus_table, (("minimax-m2.5 fp4 1x", (4, 8, 32)),
-                                ("minimax-m2.5 fp8 2x", (4, 8, 16, 32))), "prefix_hit_rate",
+                                ("minimax-m2.5 fp8 2x", (4, 8, 16))), "prefix_hit_rate",
                  abs=0.05)
-    # with the outputs matched the edge rung FP8 c32 falls further (0.096 against 0.162 on
-    # the five seeds' medians): longer outputs hold more of the pool while they decode
-    _assert_near(table, (("minimax-m2.5 fp4 1x", (4, 8, 32)),
-                         ("minimax-m2.5 fp8 2x", (4, 8, 16))), "prefix_hit_rate", abs=0.05)
-    _assert_near(table, (("minimax-m2.5 fp8 2x", (32,)),), "prefix_hit_rate", abs=0.12)
 
 
 def test_past_the_cliff_ttft_is_minutes_and_throughput_collapses(table):
@@ -94,13 +97,24 @@ def test_past_the_cliff_ttft_is_minutes_and_throughput_collapses(table):
 
 
 def test_past_the_cliff_the_output_is_the_measured_once_the_outputs_are_matched(table):
-    # issue 28's 30% past the cliff, on the rungs CI replays that meet it (1-24% low); with
-    # the corpus's own outputs the same rungs read about half the measured (docs/agentic.md).
+    # issue 28's 30% past the cliff, on every rung CI replays but one (GLM-5.1 c8 25% high,
+    # the others 0-28% low); with the corpus's own outputs the same rungs read about half the
+    # measured (docs/agentic.md).
     # FP8 c32, the cliff's edge, does not: there the server computed 1.55x the uncached
     # tokens a second it managed at c40-c48, and the replay prices them at the saturated
     # rate (docs/anchors.md, "The tails in the decode steps")
-    _assert_near(table, (("minimax-m2.5 fp4 1x", (32, 40)), ("minimax-m2.5 fp8 2x", (40,)),
-                         ("glm-5.1", (16, 32))), "output_tok_s", rel=0.30)
+    _assert_near(table, (("minimax-m2.5 fp4 1x", (16, 32, 40)), ("minimax-m2.5 fp8 2x", (40,)),
+                         ("glm-5.1", (8, 16, 32, 40))), "output_tok_s", rel=0.30)
+
+
+def test_past_the_cliff_the_mean_ttft_is_the_measured_within_a_factor_of_two(table):
+    # issue 28's bound on every rung past the cliff CI replays but FP8 c32 (above: 4x)
+    for ladder, rungs in (("minimax-m2.5 fp4 1x", (16, 32, 40)), ("minimax-m2.5 fp8 2x", (40,)),
+                          ("glm-5.1", (8, 16, 32, 40))):
+        rows = _rows(table, ladder)
+        for c in rungs:
+            ratio = rows[c]["simulated_ttft_mean_s"] / rows[c]["measured_ttft_mean_s"]
+            assert 0.5 <= ratio <= 2.0, (ladder, c, ratio)
 
 
 def test_past_the_cliff_the_prefill_rate_transports_between_the_minimax_ladders(table):
