@@ -10,8 +10,8 @@ import attrs
 import pytest
 
 from inferasim.anchors.importers.agentx_ladder import weight_dtype
-from inferasim.arch.spec import WEIGHT_DTYPES
 from inferasim.arch.memory import GIB, memory_plan
+from inferasim.arch.spec import WEIGHT_DTYPES
 from inferasim.config.catalog import catalog_names, native_four_bit
 from inferasim.config.loader import load_scenario
 from inferasim.validate.agentx import AGENTIC_DIR, recipe_path

@@ -14,7 +14,7 @@ from tests.conftest import shared_data
 # the rungs either side of each measured cliff, and two deep past it on the vLLM ladders
 RUNGS = "4,8,16,32,40"
 # A rung at the cliff's edge moves with the lanes' draws of the corpus (FP8 c32's counter
-# reads 0.068-0.213 over seeds 1-5, measured 0.162), so the table is each figure's median
+# reads 0.078-0.193 over seeds 1-5, measured 0.162), so the table is each figure's median
 # over five seeds, as `validate agentx --seeds` prints it.
 SEEDS = "1,2,3,4,5"
 
