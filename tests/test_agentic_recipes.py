@@ -9,7 +9,7 @@ from __future__ import annotations
 import attrs
 import pytest
 
-from inferasim.anchors.importers.agentx_ladder import weight_dtype
+from inferasim.anchors.importers.agentx_ladder import ladder_engine, weight_dtype
 from inferasim.arch.memory import GIB, memory_plan
 from inferasim.arch.spec import WEIGHT_DTYPES
 from inferasim.config.catalog import catalog_names, native_four_bit
@@ -84,3 +84,13 @@ def test_the_memory_a_stack_holds_unseen_comes_off_the_pool(engine, model, weigh
     # one page's rounding either way
     assert lost == pytest.approx(5.1 * GIB, abs=held.engine.page_size
                                  * with_it.kv_bytes_per_token)
+
+
+@pytest.mark.parametrize("row, engine", [
+    ({"framework": "trtllm", "image": "nvcr.io/nvidia/tensorrt-llm/release:1.2.0"}, "trt"),
+    ({"framework": "vLLM", "image": "vllm/vllm-openai-rocm:v0.22.0"}, "vllm"),
+    ({"framework": "", "image": "lmsysorg/sglang:v0.5.12-cu130"}, "sglang"),
+    ({"framework": float("nan"), "image": "rocm/atom:rocm7.2.3_atom20260511"}, "atom"),
+])
+def test_a_ladder_row_names_its_engine_as_the_anchors_spell_it(row, engine):
+    assert ladder_engine(row) == engine

@@ -22,7 +22,12 @@ import attrs
 import pandas as pd
 
 from inferasim.anchors import normalise as nz
-from inferasim.anchors.importers.agentx_ladder import cliff_between, gpu_part, weight_dtype
+from inferasim.anchors.importers.agentx_ladder import (
+    cliff_between,
+    gpu_part,
+    ladder_engine,
+    weight_dtype,
+)
 from inferasim.anchors.normalise import engine_version_from_image
 from inferasim.config.catalog import CATALOG_DIR, SCENARIO_DIR, catalog_names, native_four_bit
 from inferasim.config.errors import ConfigError, warn
@@ -120,7 +125,7 @@ def read_ladders(csv_path: str | Path, trace: str | None = None) -> list[Rung]:
         if model is None:
             continue
         gpu = gpu_part(str(row["hw"]))
-        engine = str(row["framework"]).strip().lower()
+        engine = ladder_engine(row)
         version = engine_version_from_image(str(row["image"])) or ""
         conc = _count(row, "conc", where)
         tp = _count(row, "tp", where)

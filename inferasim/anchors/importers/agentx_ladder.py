@@ -87,6 +87,16 @@ def weight_dtype(precision: str, hw: str, where: str, native: str | None = None)
                       "bf16", file=where, key="precision")
 
 
+def ladder_engine(row) -> str:
+    """The engine a ladder row ran: its framework column in the anchors' spelling
+    (``trtllm`` is ``trt``), else the engine its image names."""
+    framework = row.get("framework")
+    if framework is None or (isinstance(framework, float) and math.isnan(framework)) \
+            or not str(framework).strip():
+        return nz.engine_from_image(str(row.get("image") or "")) or ""
+    return nz.normalise_engine(str(framework)) or ""
+
+
 def gpu_part(hw: str) -> str:
     """The part a ladder's ``hw`` names: a runner's name ("b200-nb", "cluster:mi355x-amds")
     read as the anchors read it, else the name as written."""
@@ -144,7 +154,7 @@ def _record(row, i: int, file: str, *, mixed: bool) -> AnchorRecord:
     model = regime_from_model_id(str(row["model"]))
     ep = int(num(row.get("ep")) or 1)
     dpa = tp if truthy(row.get("dp_attention")) else 1
-    regime = Regime(model=model["model"], engine=str(row["framework"]).strip().lower(),
+    regime = Regime(model=model["model"], engine=ladder_engine(row),
                     gpu=hw, weight_dtype=weight_dtype(str(row["precision"]), hw, where,
                                                       native_four_bit(model["model"])),
                     spec_method="none", tp=tp, ep=ep, dp_attention=dpa, max_num_seqs=conc,
