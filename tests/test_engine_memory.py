@@ -151,3 +151,28 @@ def test_activation_peak_terms():
     assert ep.layer_bytes > few.layer_bytes
     half = activation_peak(model, sampler_rows=4, ep=1, **{**common, "tokens": 4096})
     assert half.forward_bytes == pytest.approx(few.forward_bytes / 2)
+
+
+def test_vllm_would_not_start_where_one_full_context_request_does_not_fit():
+    import warnings
+
+    from inferasim.arch.layout import context_problem
+    from inferasim.config.errors import ConfigWarning
+
+    # Kimi-K2.5 INT4 on 8 x H100 at 0.95: ~148k tokens of pool against a 262,144 context
+    keys = ["model.name=kimi-k2.5", "model.weight_dtype=int4", "gpu.name=h100",
+            "parallel.tp=8", "engine.kv_dtype=fp8", "engine.mem_fraction=0.95",
+            "engine.version=0.22.0", "engine.max_num_seqs=8"]
+    tight = load_scenario(None, ["engine.name=vllm", *keys], check_fit=False)
+    assert "refuse to start" in context_problem(tight)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        load_scenario(None, ["engine.name=vllm", *keys])
+    assert any(isinstance(w.message, ConfigWarning) and "refuse to start" in str(w.message)
+               for w in caught)
+    # SGLang starts anyway (it sizes its pool without that check); a roomier layout fits
+    sglang = [k for k in keys if not k.startswith("engine.version")]
+    assert context_problem(load_scenario(None, ["engine.name=sglang", *sglang],
+                                         check_fit=False)) is None
+    assert context_problem(load_scenario(None, ["engine.name=vllm", "gpu.name=h200",
+                                                *keys[:2], *keys[3:]])) is None

@@ -47,6 +47,11 @@ def check_layout(scenario: Scenario, origins: dict[str, str], path: str, *,
         problem = fit_problem(scenario)
         if problem:
             raise _fail(problem, "parallel.tp", origins, path)
+        short = context_problem(scenario)
+        if short:
+            from inferasim.config.errors import warn
+
+            warn(short, file=origins.get("parallel.tp", path), key="parallel.tp")
 
 
 def fit_problem(scenario: Scenario) -> str | None:
@@ -68,4 +73,22 @@ def fit_problem(scenario: Scenario) -> str | None:
             f"no memory left for the KV cache: weights {plan.weight_bytes_per_gpu / GIB:.1f} GiB"
             f"{kept} exceed the {m.budget_bytes / GIB:.1f} GiB budget "
             f"({scenario.engine.memory_rule})")
+    return None
+
+
+def context_problem(scenario: Scenario) -> str | None:
+    """Why vLLM would refuse to start this deployment, or None: it will not serve a
+    max_model_len (the model's context, where the scenario sets none) that one request
+    cannot fill in its KV pool (its start-up check, engines.md 1.1)."""
+    from inferasim.arch.memory import memory_plan
+
+    if scenario.engine.memory_rule != "vllm-profile":
+        return None
+    plan = memory_plan(scenario)
+    context = scenario.model.max_context
+    if 0 < plan.kv_pool_tokens < context:
+        return (f"vLLM would refuse to start: its KV pool holds {plan.kv_pool_tokens:,d} "
+                f"tokens, less than one request of {scenario.model.name}'s {context:,d}-token "
+                "context; the real server needs --max-model-len at most the pool, or more "
+                "memory (a larger parallel.tp or engine.mem_fraction)")
     return None

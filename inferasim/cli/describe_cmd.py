@@ -10,7 +10,7 @@ import yaml
 
 from inferasim.anchors.acceptance import resolved_with_reading
 from inferasim.arch.interconnect import kv_link_plan
-from inferasim.arch.layout import fit_problem
+from inferasim.arch.layout import context_problem, fit_problem
 from inferasim.arch.memory import GIB, memory_plan
 from inferasim.arch.params import param_counts
 from inferasim.cli.options import resolve_scenario, sizing_scenario_options
@@ -49,6 +49,7 @@ def describe(scenario, overrides, as_json, **flags):
         "gpus_per_instance": resolved.gpus_per_instance,
         "fits": problem is None,
         "fit_problem": problem,
+        "context_problem": None if problem else context_problem(resolved),
     }
     try:
         # what a replay's verify steps emit: the scenario's figure, else the anchors' chain
@@ -102,6 +103,8 @@ def describe(scenario, overrides, as_json, **flags):
     click.echo(f"GPUs: {resolved.total_gpus} in all, {resolved.gpus_per_instance} per instance")
     if problem:
         click.echo(f"does not fit: {problem}")
+    elif derived["context_problem"]:
+        click.echo(derived['context_problem'])
 
 
 def _pool_figures(resolved, role: str) -> dict:
