@@ -82,7 +82,8 @@ def context_problem(scenario: Scenario) -> str | None:
     cannot fill in its KV pool (its start-up check, engines.md 1.1)."""
     from inferasim.arch.memory import memory_plan
 
-    if scenario.engine.memory_rule != "vllm-profile":
+    # a pool the scenario states is what the engine allocated: it started, capped as it was
+    if scenario.engine.memory_rule != "vllm-profile" or scenario.engine.kv_pool_tokens:
         return None
     plan = memory_plan(scenario)
     context = scenario.model.max_context
