@@ -49,6 +49,15 @@ def test_matched_outputs_are_read_from_the_other_ladders(table, corpus_table):
     assert all(1.8 < sc["scale"] < 2.3 for sc in scales.values()), scales
 
 
+def test_each_ladder_replays_with_its_deployments_recipe(table):
+    # the launch scripts' server arguments (docs/engines.md, "Launch recipes")
+    recipes = {label.split()[0] + " " + label.split()[1]: name
+               for label, name in table["recipes"].items()}
+    assert recipes == {"minimax-m2.5 fp8": "_recipe-vllm-mi355x-minimax-m2.5.yaml",
+                       "minimax-m2.5 fp4": "_recipe-vllm-mi355x-minimax-m2.5.yaml",
+                       "glm-5.1 fp4": "_recipe-sglang-mi355x-glm-5.1.yaml"}
+
+
 def _rows(table, ladder):
     return {r["concurrency"]: r for r in table["rows"] if ladder in r["ladder"]}
 

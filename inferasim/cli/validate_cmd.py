@@ -103,6 +103,7 @@ def agentx(csv_path, overrides, only, ladder_filter, trace, jobs, hold_out, seed
         matched_output_scales,
         median_row,
         read_ladders,
+        rung_recipe,
         rung_scenario,
         with_output_scales,
     )
@@ -118,6 +119,14 @@ def agentx(csv_path, overrides, only, ladder_filter, trace, jobs, hold_out, seed
     if not rungs:
         raise click.UsageError("no rung of the file is left to replay by --concurrency/--ladder")
     rungs = expressible_rungs(rungs, overrides)
+    recipes = {}
+    for rung in rungs:  # the launch scripts' server arguments each ladder replays with
+        path = rung_recipe(rung)
+        recipes[rung.ladder] = path.name if path is not None else None
+    if not as_json:
+        for label, name in recipes.items():
+            click.echo(f"  {label}: " + (f"recipe {name}" if name
+                                         else "no recipe: the engine's defaults"), err=True)
     scales = {}
     if outputs == "matched":
         scales = matched_output_scales(rungs, lambda r: corpus_output_ratio(r, overrides), every)
@@ -184,6 +193,7 @@ def agentx(csv_path, overrides, only, ladder_filter, trace, jobs, hold_out, seed
     if as_json:
         click.echo(strict_json.dumps({"rows": rows, "cliffs": cliffs, "scores": scores,
                                       "hold_out": hold_out, "seeds": seed_list,
+                                      "recipes": recipes,
                                       "output_scales": {k: attrs.asdict(v)
                                                         for k, v in scales.items()}}))
         return

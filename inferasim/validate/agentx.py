@@ -236,15 +236,19 @@ def recipe_path(engine: str, gpu: str, model: str, weights: str) -> Path | None:
     return None
 
 
+def rung_recipe(rung: Rung) -> Path | None:
+    """The serving recipe a rung's deployment replays with, or None (the engine's defaults)."""
+    keys = dict(s.split("=", 1) for s in rung.overrides)
+    return recipe_path(keys["engine.name"], keys["gpu.name"], keys["model.name"],
+                       keys["model.weight_dtype"])
+
+
 def rung_scenario(rung: Rung, overrides: Sequence[str] = ()):
     """The rung's scenario: the deployment's serving recipe where one is shipped (a scenario
     extending the harness), else the harness, with the rung's keys and then the user's."""
     from inferasim.config.loader import load_scenario
 
-    keys = dict(s.split("=", 1) for s in rung.overrides)
-    recipe = recipe_path(keys["engine.name"], keys["gpu.name"], keys["model.name"],
-                         keys["model.weight_dtype"])
-    return load_scenario(recipe or HARNESS, [*rung.overrides, *overrides])
+    return load_scenario(rung_recipe(rung) or HARNESS, [*rung.overrides, *overrides])
 
 
 def expressible_rungs(rungs: Sequence[Rung], overrides: Sequence[str] = ()) -> list[Rung]:
