@@ -104,7 +104,7 @@ def describe(scenario, overrides, as_json, **flags):
     if problem:
         click.echo(f"does not fit: {problem}")
     elif derived["context_problem"]:
-        click.echo(derived['context_problem'])
+        click.echo(derived["context_problem"])
 
 
 def _pool_figures(resolved, role: str) -> dict:

@@ -238,7 +238,7 @@ def recipe_path(engine: str, gpu: str, model: str, weights: str) -> Path | None:
 
 def rung_recipe(rung: Rung) -> Path | None:
     """The serving recipe a rung's deployment replays with, or None (the engine's defaults)."""
-    keys = dict(s.split("=", 1) for s in rung.overrides)
+    keys = _rung_keys(rung)
     return recipe_path(keys["engine.name"], keys["gpu.name"], keys["model.name"],
                        keys["model.weight_dtype"])
 
