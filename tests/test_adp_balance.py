@@ -90,3 +90,21 @@ def test_balancing_holds_prompts_the_ranks_would_start(balanced):
     assert ttft > 2 * (plain.first_token_s - plain.arrival_s).median()
     # the hold is steps, not throughput: the decodes run as before
     assert held.finish_s.max() == pytest.approx(plain.finish_s.max(), rel=0.15)
+
+
+def test_a_context_only_pool_never_holds_its_prompts():
+    """A disaggregated prefill worker decodes nothing, and TensorRT-LLM releases the prompts
+    whenever some rank has no generation request (``_balance_adp_requests``), so turning the
+    balance on leaves every first token where it was (the dynamo-trt rows' TTFT falling with
+    load is not this hold: docs/engines.md)."""
+    path = REPO_ROOT / "scenarios/inferencemax/dsr1-b200-dynamo-trt-fp8-disagg.yaml"
+    sets = ["workload.max_requests=40", "topology.decode.parallel.dp_attention=8",
+            "topology.decode.parallel.ep=8"]
+    frames = [replay_summary(simulate(load_scenario(
+        path, [*sets, f"engine.attention_dp_balance={on}"])))[0] for on in ("false", "true")]
+    off, on = frames
+    assert len(off) == len(on) == 40
+    np.testing.assert_array_equal(on.first_token_s.to_numpy(), off.first_token_s.to_numpy())
+    # the decode pool's requests arrive with their KV (generation-init requests, not context
+    # requests), which the balance does not hold either
+    np.testing.assert_array_equal(on.finish_s.to_numpy(), off.finish_s.to_numpy())
