@@ -129,6 +129,19 @@ def test_orphans_background_and_async_on_a_constructed_trace(tmp_path):
     # A folder of trace_*.json loads the same.
     assert parse_agentx(tmp_path).n_turns == c.n_turns
 
+    # Stripped of its subagents, as the no-subagents corpora were published: the root stream
+    # as recorded, and the joining request's gap from its own previous request's end
+    # (t = 0 + api 1.0), no longer from the subagent's completion
+    bare = c.without_subagents()
+    assert bare.n_streams == bare.n_trees == 1 and bare.n_turns == 3
+    assert bare.meta["subagents_stripped"] == 3
+    assert bare.prompt.tolist() == c.prompt[:3].tolist()
+    assert bare.think.tolist() == c.think[:3].tolist()
+    for j in range(3):
+        assert bare.turn_keys(j).tolist() == c.turn_keys(j).tolist()
+    assert bare.gap[1] == pytest.approx(9.0) and bare.gap[2] == pytest.approx(c.gap[2])
+    assert bare.without_subagents() is bare
+
 
 def test_parsed_corpus_is_cached_by_path_size_and_mtime(corpus_slice, tmp_path, monkeypatch):
     path, _ = corpus_slice

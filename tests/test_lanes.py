@@ -10,7 +10,13 @@ import pytest
 import simpy
 
 from inferasim.serve.clients import RequestLog
-from inferasim.workload.lanes import CorpusBuilder, LaneDriver, TreeSampler, start_turn_at
+from inferasim.workload.lanes import (
+    CorpusBuilder,
+    LaneDriver,
+    TreeInstance,
+    TreeSampler,
+    start_turn_at,
+)
 from inferasim.workload.sessions_format import SessionFormatError, add_session
 
 SERVICE = 1.0
@@ -286,3 +292,20 @@ def test_lanes_without_warmup_start_at_once_and_a_warmups_subagents_are_history(
     first = sorted((r.arrival, r.spec.turn) for r in reqs if r.spec.session == 0)
     # warm-up r1 (turn 1), then r2 and r3 (turns 2, 3) once it is done; A (turn 4) dropped
     assert first == [(0.0, 1), (1.0, 2), (2.0, 3)]
+
+
+def test_live_responses_let_the_next_turn_reuse_the_response_blocks():
+    # AIPerf's live-assistant mode: the next prompt carries the server's own response, so the
+    # blocks over this turn's prompt and output are the next turn's leading keys
+    corpus = corpus_of({"session": "live", "turns": [
+        turn(**{"in": 640, "out": 200}), turn(**{"in": 1280, "out": 10}),
+        turn(**{"in": 1920, "out": 10}, hash_ids=list(range(900, 930)))]})
+    plain = TreeInstance(corpus, 0, 0)
+    assert all(spec.finish_keys is None for spec in plain.specs)
+    live = TreeInstance(corpus, 0, 0, live_responses=True)
+    first, second, third = live.specs
+    # (640 + 200) // 64 = 13 blocks, the next prompt's first 13
+    assert first.finish_keys.tolist() == second.keys[:13].tolist()
+    # the third prompt does not extend the second (other keys): nothing to reuse
+    assert second.finish_keys is None
+    assert third.finish_keys is None     # the stream ends there

@@ -78,3 +78,18 @@ def test_ttft_at_one_lane_is_the_prefill_and_grows_under_load(tmp_path):
     assert first.first_token - first.arrival == pytest.approx(prefill, rel=1e-9)
     # Under load a request also waits behind the other lanes' prefills.
     assert ttft(many) > 1.5 * ttft(one)
+
+
+def test_live_responses_serve_the_next_prompt_from_the_generated_blocks(tmp_path):
+    # the second prompt is the first (8,000 tokens) + its 1,000-token response + 1,000 new:
+    # sent back live, the response's blocks were cached as the engine generated them
+    sessions = [{"session": "s", "turns": [{"in": 8000, "out": 1000},
+                                           {"in": 10000, "out": 20, "gap": 0.5}]}]
+    cached = {}
+    for live in ("false", "true"):
+        result = run(tmp_path, sessions, ["workload.concurrency=1", "workload.duration_s=60",
+                                          f"workload.live_responses={live}"])
+        second = [r for r in result.requests if r.spec.session == 0 and r.spec.turn == 1]
+        cached[live] = second[0].cached_first
+    assert cached["false"] == 8000 // 64 * 64
+    assert cached["true"] == 9000 // 64 * 64

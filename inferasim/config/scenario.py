@@ -322,6 +322,14 @@ class WorkloadSpec:
     # before it is sent as warm-up); 0 and 0 start at turn 0. Published AgentX runs: 0.25-0.75.
     start_min_ratio: float = 0.25
     start_max_ratio: float = 0.75
+    # Replay each tree's subagent streams (formats agentx and sessions); false strips them,
+    # as the no-subagents corpora the AgentX runs of May-June 2026 replayed were published
+    # (docs/agentic.md, "The harness of the published runs").
+    subagents: bool = True
+    # The next turn's prompt carries the server's own response to this one, whose blocks the
+    # engine cached as it generated them (AIPerf's live-assistant mode); false: the recorded
+    # response, as new content the next prompt brings (formats agentx and sessions).
+    live_responses: bool = False
     # Delay before a turn: the recorded end-to-start gap, or the recorded think time.
     timing: str = attrs.field(default="end-to-start",
                               metadata=choices("end-to-start", "think-time"))

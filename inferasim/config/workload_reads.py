@@ -13,7 +13,8 @@ from inferasim.config.overrides import OVERRIDE_ORIGIN
 COMMON = frozenset({"format", "duration_s", "warmup_s", "seed", "max_requests",
                     "resident_tokens"})
 _LANES = frozenset({"trace", "concurrency", "rate_scale", "sampler", "start_min_ratio",
-                    "start_max_ratio", "timing", "idle_cap_s", "idle_cap_ms", "output_scale"})
+                    "start_max_ratio", "timing", "idle_cap_s", "idle_cap_ms", "output_scale",
+                    "subagents", "live_responses"})
 READS: Mapping[str, frozenset[str]] = {
     "synthetic": frozenset({"concurrency", "rate", "synthetic"}),
     "random": frozenset({"isl", "osl", "random_range_ratio", "concurrency", "rate"}),

@@ -270,11 +270,15 @@ def fit_context(corpus: TreeCorpus, max_context: int) -> TreeCorpus:
 
 
 def replayed_corpus(scenario, output_scale: float | None = None) -> TreeCorpus:
-    """The scenario's session trees as its lanes replay them: outputs scaled by
-    ``output_scale`` (default ``workload.output_scale``), then the trees that overflow the
-    context window dropped."""
+    """The scenario's session trees as its lanes replay them: their subagent streams
+    stripped where ``workload.subagents`` is off, outputs scaled by ``output_scale``
+    (default ``workload.output_scale``), then the trees that overflow the context window
+    dropped."""
     scale = scenario.workload.output_scale if output_scale is None else output_scale
-    return fit_context(load_trees(scenario).with_output_scale(scale), scenario.model.max_context)
+    corpus = load_trees(scenario)
+    if not scenario.workload.subagents:
+        corpus = corpus.without_subagents()
+    return fit_context(corpus.with_output_scale(scale), scenario.model.max_context)
 
 
 def agentx_source(scenario, rng: np.random.Generator) -> LaneDriver:
@@ -296,6 +300,7 @@ def agentx_source(scenario, rng: np.random.Generator) -> LaneDriver:
                           sampler=wl.sampler, start_min_ratio=wl.start_min_ratio,
                           start_max_ratio=wl.start_max_ratio, timing=wl.timing,
                           idle_cap_s=idle_cap,
-                          rate_scale=wl.rate_scale, max_requests=wl.max_requests)
+                          rate_scale=wl.rate_scale, max_requests=wl.max_requests,
+                          live_responses=wl.live_responses)
     except ValueError as exc:
         raise ConfigError(str(exc), key="workload", file=scenario.path) from exc

@@ -157,6 +157,32 @@ class TreeCorpus:
         return cls(arrays, arrays["ids"].tolist(), meta)
 
     # -- selection --------------------------------------------------------------------
+    def without_subagents(self) -> TreeCorpus:
+        """Each tree's root stream alone, as the no-subagents corpora were published (every
+        subagent entry stripped, the parent's requests kept as recorded). A turn that
+        joined subagents waited for them; without them its end-to-start gap is the time
+        from its own previous turn's end (``t`` + ``api``) to its start."""
+        if self.n_streams == self.n_trees:
+            return self
+        b = CorpusBuilder()
+        for tree in range(self.n_trees):
+            b.begin_tree(self.ids[tree], int(self.tree_block[tree]))
+            b.begin_stream()
+            root = int(self.tree_stream[tree])
+            first = int(self.stream_first[root])
+            prev_end = math.nan
+            for j in range(first, first + int(self.stream_n[root])):
+                gap = float(self.gap[j])
+                if math.isfinite(prev_end) and math.isfinite(float(self.t[j])):
+                    gap = max(0.0, float(self.t[j]) - prev_end)
+                b.add_turn(int(self.prompt[j]), int(self.output[j]), self.turn_keys(j),
+                           think=float(self.think[j]), gap=gap, api=float(self.api[j]),
+                           t=float(self.t[j]))
+                prev_end = float(self.t[j]) + max(0.0, float(self.api[j]))
+        out = b.build()
+        out.meta = {**self.meta, "subagents_stripped": float(self.n_streams - self.n_trees)}
+        return out
+
     def subset(self, trees: np.ndarray) -> TreeCorpus:
         """A corpus of the given trees (in that order), keys re-packed."""
         b = CorpusBuilder()
@@ -321,7 +347,7 @@ class TreeInstance:
     """A tree ready to replay: request specs with keys in the instance's own namespace."""
 
     def __init__(self, corpus: TreeCorpus, tree: int, instance: int, start_turn: int = 0,
-                 warmup: bool = False):
+                 warmup: bool = False, live_responses: bool = False):
         self.corpus, self.tree, self.instance = corpus, tree, instance
         c = corpus
         self.bt = int(c.tree_block[tree])
@@ -342,8 +368,11 @@ class TreeInstance:
                 seg_arrays[seg] = arr
             keys = arr[:int(c.nkeys[j])]
             out = max(1, int(c.output[j]))
+            finish = None
+            if live_responses:
+                finish = self._response_keys(j, keys, int(c.prompt[j]) + out, base)
             # the harness sends max_tokens = the recorded output (agentx.md)
-            self.specs.append(RequestSpec(int(c.prompt[j]), out, keys, self.bt, None,
+            self.specs.append(RequestSpec(int(c.prompt[j]), out, keys, self.bt, finish,
                                           instance, j - self.t0, max_tokens=out))
         # Local (tree-relative) structure.
         self.stream_first = (c.stream_first[self.s0:self.s0 + self.n_streams] - self.t0).tolist()
@@ -362,6 +391,24 @@ class TreeInstance:
         # The start turn is the cache warm-up sent before the measured phase (the turn before
         # t*); the replay proper resumes at the turn after it.
         self.warmup = warmup
+
+    def _response_keys(self, turn: int, keys: np.ndarray, tokens: int,
+                       base: int) -> np.ndarray | None:
+        """The blocks of prompt + response the next turn of ``turn``'s stream reuses when the
+        client sends the server's own response back in it (AIPerf's live-assistant mode):
+        the next turn's leading keys over this turn's prompt and output tokens, or None when
+        the stream ends here or the next prompt does not extend this one."""
+        c = self.corpus
+        nxt = turn + 1
+        if nxt >= self.t0 + self.n_turns or int(c.turn_stream[nxt]) != int(c.turn_stream[turn]):
+            return None
+        following = c.turn_keys(nxt)
+        n = len(keys)
+        if len(following) <= n or not np.array_equal(following[:n].astype(np.int64) + base,
+                                                      keys):
+            return None
+        blocks = min(len(following), tokens // self.bt)
+        return following[:blocks].astype(np.int64) + base
 
     def dropped_streams(self) -> set[int]:
         """Streams that never run because their parent turn lies before the start turn (or is
@@ -541,7 +588,8 @@ class LaneDriver:
                  rng: np.random.Generator, sampler: str = "sequential",
                  start_min_ratio: float = 0.0, start_max_ratio: float = 0.0,
                  timing: str = "end-to-start", idle_cap_s: float | None = 10.0,
-                 rate_scale: float = 1.0, max_requests: int | None = None):
+                 rate_scale: float = 1.0, max_requests: int | None = None,
+                 live_responses: bool = False):
         if corpus.n_trees == 0:
             raise ValueError("the workload has no session trees")
         if timing not in TIMINGS:
@@ -563,6 +611,7 @@ class LaneDriver:
         self.idle_cap = idle_cap_s
         self.rate_scale = rate_scale
         self.max_requests = max_requests
+        self.live_responses = live_responses
         self.instances = 0
         self.sent = 0
         self.trees_started: list[tuple[int, int, int, int]] = []  # (lane, tree, instance, start)
@@ -654,7 +703,8 @@ class LaneDriver:
             if warm < 0 and not self.measured.triggered:
                 yield self.measured  # no warm-up of its own: it starts with the phase
             start = max(0, warm)
-            inst = TreeInstance(self.corpus, tree, self.instances, start, warmup=warm >= 0)
+            inst = TreeInstance(self.corpus, tree, self.instances, start, warmup=warm >= 0,
+                                live_responses=self.live_responses)
             self.trees_started.append((lane.index, tree, self.instances, start))
             self.instances += 1
             run = _TreeRun(self, lane, inst)
