@@ -2,8 +2,9 @@
 the measurement: the engine's prefix-hit counter, output tok/s, mean and p90 TTFT.
 
 Each ladder is one deployment (model, GPU, engine build, precision, TP/EP/attention-DP);
-each rung replays it with the harness's settings (``scenarios/agentic/_agentx-harness.yaml``:
-the AgentX corpus, lanes, end-to-start gaps capped at 10 s, 1800 s, seed 42), the server's
+each rung replays it with the settings of the harness the runs were launched with
+(``scenarios/agentic/_agentx-harness-2026-05.yaml``: the AgentX corpus without its subagents,
+lanes, think times capped at 60 s, the server's responses sent back, 1800 s, seed 42), the server's
 ``max-num-seqs`` equal to the concurrency as the published runs set it, the engine's own
 defaults from the catalog, and the deployment's serving recipe where one is shipped
 (``scenarios/agentic/_recipe-<engine>-<gpu>-<model>.yaml``). Nothing is fitted to the ladder:
@@ -34,7 +35,7 @@ from inferasim.config.errors import ConfigError, warn
 from inferasim.config.yaml_tree import load_tree
 
 AGENTIC_DIR = SCENARIO_DIR / "agentic"
-HARNESS = AGENTIC_DIR / "_agentx-harness.yaml"
+HARNESS = AGENTIC_DIR / "_agentx-harness-2026-05.yaml"
 REQUIRED = ("model", "hw", "framework", "image", "precision", "tp", "conc", "mean_ttft",
             "p90_ttft", "output_tput_tps")
 DEPLOYMENT = ("model", "hw", "framework", "image", "precision", "tp", "ep", "dp_attention")
