@@ -156,3 +156,27 @@ def test_the_summary_splits_prompts_into_gpu_hits_host_hits_and_misses():
     assert frame.host_tokens.sum() > 0
     table = summary_table(summary, "t")
     assert "host KV tier" in table and "GB reloaded" in table
+
+
+def test_the_published_lmcache_run_replays_its_pool_and_throughput():
+    # issue 34: the LMCache AgentX result against its scenario (the run's own harness: an
+    # hour, a trace's idle gaps capped at 300 s). Pool within 5%, output and total tok/s
+    # within 20%; its TTFT is not reproduced (33.7 s measured, under 1 s replayed: the run's
+    # corpus, with longer prompts and subagents, is not held here; docs/engines.md)
+    import json
+
+    from inferasim.config.loader import load_scenario
+    from inferasim.report.run_report import replay_summary
+    from inferasim.serve.simulation import simulate
+    from tests.conftest import REPO, shared_data
+
+    path = shared_data("engine-outputs", "inferencex-processed",
+                       "inferencex_agentic-result_kimi-k2.7_vllm-lmcache_mi355x_tp8_conc16.json")
+    shared_data("agentx-traces", "traces_v8_present.jsonl.gz")
+    run = json.loads(path.read_text())
+    sc = load_scenario(REPO / "scenarios/agentic/kimi-k27-lmcache-mi355x-vllm-tp8.yaml")
+    _, s = replay_summary(simulate(sc))
+    assert s["kv_pool_tokens"] == pytest.approx(run["kv_cache_pool_tokens"], rel=0.05)
+    measured = run["request_metrics"]["throughput"]
+    assert s["output_tok_s"] == pytest.approx(measured["output"]["tokens_per_second"], rel=0.2)
+    assert s["total_tok_s"] == pytest.approx(measured["total"]["tokens_per_second"], rel=0.2)
