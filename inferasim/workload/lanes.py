@@ -41,6 +41,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import attrs
 import numpy as np
 import simpy
 
@@ -161,27 +162,40 @@ class TreeCorpus:
         """Each tree's root stream alone, as the no-subagents corpora were published (every
         subagent entry stripped, the parent's requests kept as recorded). A turn that
         joined subagents waited for them; without them its end-to-start gap is the time
-        from its own previous turn's end (``t`` + ``api``) to its start."""
-        if self.n_streams == self.n_trees:
+        from its own previous turn's end (``t`` + ``api``) to its start. The turns are
+        selected in place: the key store is shared, not copied."""
+        n = self.n_trees
+        if self.n_streams == n:
             return self
-        b = CorpusBuilder()
-        for tree in range(self.n_trees):
-            b.begin_tree(self.ids[tree], int(self.tree_block[tree]))
-            b.begin_stream()
-            root = int(self.tree_stream[tree])
-            first = int(self.stream_first[root])
-            prev_end = math.nan
-            for j in range(first, first + int(self.stream_n[root])):
-                gap = float(self.gap[j])
-                if math.isfinite(prev_end) and math.isfinite(float(self.t[j])):
-                    gap = max(0.0, float(self.t[j]) - prev_end)
-                b.add_turn(int(self.prompt[j]), int(self.output[j]), self.turn_keys(j),
-                           think=float(self.think[j]), gap=gap, api=float(self.api[j]),
-                           t=float(self.t[j]))
-                prev_end = float(self.t[j]) + max(0.0, float(self.api[j]))
-        out = b.build()
-        out.meta = {**self.meta, "subagents_stripped": float(self.n_streams - self.n_trees)}
-        return out
+        roots = self.tree_stream.astype(np.int64)
+        keep = np.isin(self.turn_stream, roots)      # a tree's root stream comes first
+        counts = self.stream_n[roots].astype(np.int64)
+        firsts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        arrays = self.arrays()
+        for name in self.TURN_FIELDS:
+            arrays[name] = arrays[name][keep]
+        arrays["turn_stream"] = arrays["turn_tree"].copy()   # stream i is tree i's root
+        t, api, gap = arrays["t"], arrays["api"], arrays["gap"].copy()
+        ends = t + np.maximum(api, 0.0)
+        later = np.ones(t.size, dtype=bool)
+        later[firsts] = False                        # a tree's first turn keeps its gap
+        later[0] = False
+        prev_end = np.concatenate(([np.nan], ends[:-1]))
+        redo = later & np.isfinite(t) & np.isfinite(prev_end)
+        gap[redo] = np.maximum(0.0, t[redo] - prev_end[redo])
+        arrays["gap"] = gap
+        arrays.update(
+            stream_tree=np.arange(n, dtype=self.stream_tree.dtype),
+            stream_first=firsts.astype(self.stream_first.dtype),
+            stream_n=counts.astype(self.stream_n.dtype),
+            parent=np.full(n, -1, dtype=self.parent.dtype),
+            join=np.full(n, -1, dtype=self.join.dtype),
+            tree_stream=np.arange(n, dtype=self.tree_stream.dtype),
+            tree_nstreams=np.ones(n, dtype=self.tree_nstreams.dtype),
+            tree_turn=firsts.astype(self.tree_turn.dtype),
+            tree_nturns=counts.astype(self.tree_nturns.dtype))
+        return TreeCorpus(arrays, self.ids, {**self.meta, "subagents_stripped":
+                                             float(self.n_streams - n)})
 
     def subset(self, trees: np.ndarray) -> TreeCorpus:
         """A corpus of the given trees (in that order), keys re-packed."""
@@ -368,12 +382,11 @@ class TreeInstance:
                 seg_arrays[seg] = arr
             keys = arr[:int(c.nkeys[j])]
             out = max(1, int(c.output[j]))
-            finish = None
-            if live_responses:
-                finish = self._response_keys(j, keys, int(c.prompt[j]) + out, base)
             # the harness sends max_tokens = the recorded output (agentx.md)
-            self.specs.append(RequestSpec(int(c.prompt[j]), out, keys, self.bt, finish,
+            self.specs.append(RequestSpec(int(c.prompt[j]), out, keys, self.bt, None,
                                           instance, j - self.t0, max_tokens=out))
+        if live_responses:
+            self._reuse_responses()
         # Local (tree-relative) structure.
         self.stream_first = (c.stream_first[self.s0:self.s0 + self.n_streams] - self.t0).tolist()
         self.stream_n = c.stream_n[self.s0:self.s0 + self.n_streams].tolist()
@@ -392,23 +405,21 @@ class TreeInstance:
         # t*); the replay proper resumes at the turn after it.
         self.warmup = warmup
 
-    def _response_keys(self, turn: int, keys: np.ndarray, tokens: int,
-                       base: int) -> np.ndarray | None:
-        """The blocks of prompt + response the next turn of ``turn``'s stream reuses when the
-        client sends the server's own response back in it (AIPerf's live-assistant mode):
-        the next turn's leading keys over this turn's prompt and output tokens, or None when
-        the stream ends here or the next prompt does not extend this one."""
-        c = self.corpus
-        nxt = turn + 1
-        if nxt >= self.t0 + self.n_turns or int(c.turn_stream[nxt]) != int(c.turn_stream[turn]):
-            return None
-        following = c.turn_keys(nxt)
-        n = len(keys)
-        if len(following) <= n or not np.array_equal(following[:n].astype(np.int64) + base,
-                                                      keys):
-            return None
-        blocks = min(len(following), tokens // self.bt)
-        return following[:blocks].astype(np.int64) + base
+    def _reuse_responses(self) -> None:
+        """The client sends the server's own response back in the next turn of the stream
+        (AIPerf's live-assistant mode): each request's ``finish_keys`` are the next turn's
+        leading keys over its prompt and output tokens, where the next prompt extends this
+        one; a stream's last turn reuses nothing."""
+        stream = self.corpus.turn_stream[self.t0:self.t0 + self.n_turns]
+        for i in range(self.n_turns - 1):
+            if stream[i + 1] != stream[i]:
+                continue
+            spec, following = self.specs[i], self.specs[i + 1].keys
+            n = len(spec.keys)
+            if len(following) <= n or not np.array_equal(following[:n], spec.keys):
+                continue
+            blocks = min(len(following), (spec.prompt_tokens + spec.output_tokens) // self.bt)
+            self.specs[i] = attrs.evolve(spec, finish_keys=following[:blocks])
 
     def dropped_streams(self) -> set[int]:
         """Streams that never run because their parent turn lies before the start turn (or is
