@@ -273,3 +273,50 @@ def test_a_dense_model_takes_no_prior_from_mixtures_of_experts(target):
     assert oracle.step(batch).seconds == pytest.approx(AnalyticOracle(dense).step(batch).seconds)
     # the same anchors price a mixture-of-experts target
     assert CalibratedOracle(target, store).calibration["mode"] == "prior"
+
+
+def _agentic_rung(hit: float | None) -> AnchorRecord:
+    """One agentic rung of another model on the part and engine (GLM-5.1's c4 shape)."""
+    workload = {"isl": 80_000, "osl": 800, "concurrency": 4, "dataset": "agentx",
+                "decode_batch": 1.9}
+    if hit is not None:
+        workload.update(prefix_hit_rate=hit, prefill_per_step=15.0)
+    return AnchorRecord.from_dict({
+        "id": f"t-agentic-glm-5.1-hit{hit}",
+        "provenance": {"source": "agentx-ladder", "image": "lmsysorg/sglang:v0.5.9"},
+        "regime": {"model": "glm-5.1", "engine": "sglang", "gpu": "mi355x",
+                   "weight_dtype": "mxfp4", "spec_method": "none", "tp": 2, "ep": 1,
+                   "dp_attention": 1, "num_gpus": 2},
+        "workload": workload,
+        "measurements": {"itl_mean_s": 0.028, "tput_per_gpu_output": 35.0},
+    })
+
+
+def test_an_agentic_rung_without_its_hit_rate_is_no_prior(target):
+    """Its mean ITL holds an unknown number of uncached prompt tokens beside the decodes: read
+    as a decode level it priced DeepSeek-R1 on SGLang MI355X (held out by model) at 2.5x the
+    analytic step, TPOT +195%; analytic, +17%."""
+    unknown = _agentic_rung(None)
+    assert unknown.prompt_share_unknown
+    found = AnchorStore([unknown]).for_target(target)
+    assert found.prior_level is None and not found.usable
+    # its own regime still reads it: the same lanes mix alike there
+    own = load_scenario(SCENARIO, ["model.name=glm-5.1", "model.weight_dtype=mxfp4",
+                                   "parallel.tp=2", "engine.version="])
+    assert [r.id for r in AnchorStore([unknown]).for_target(own).usable] == [unknown.id]
+    # with the hit rate recorded, the prompt share is priced and the rung is a prior
+    known = _agentic_rung(0.95)
+    assert not known.prompt_share_unknown
+    found = AnchorStore([known]).for_target(target)
+    assert found.prior_level == "part and engine"
+    assert [r.id for r in found.usable] == [known.id]
+
+
+def test_one_agentic_lane_without_its_hit_rate_is_a_prior(target):
+    """One lane's prompt is computed before its first token: its inter-token steps hold
+    none, whatever its hit rate."""
+    lone = attrs.evolve(_agentic_rung(None), id="t-agentic-one-lane",
+                        workload=attrs.evolve(_agentic_rung(None).workload, concurrency=1,
+                                              decode_batch=0.8))
+    assert not lone.prompt_share_unknown
+    assert AnchorStore([lone]).for_target(target).prior_level == "part and engine"

@@ -215,6 +215,20 @@ class AnchorRecord:
         cv = m.tpot_std_s / m.tpot_mean_s
         return math.sqrt(max(0.0, cv * cv - PLAIN_TPOT_CV * PLAIN_TPOT_CV))
 
+    @property
+    def prompt_share_unknown(self) -> bool:
+        """An agentic rung of several lanes that records no prefix hit rate: how many
+        uncached prompt tokens of the other lanes its steps computed beside their decodes is
+        unknown, so its mean ITL cannot be split into a decode step and prompt work
+        (GLM-5.1's c4 rung: 15 tokens a step at a 0.95 hit rate, 75 at 0.75, which at its
+        prefill kernel's price is the gap between its decode and its ITL). One lane's prompt
+        is computed before its first token, so its inter-token steps hold none. It
+        calibrates its own regime, where the same lanes mix alike, but carries no decode
+        level into a prior for another (docs/anchors.md)."""
+        w = self.workload
+        return (w.dataset == "agentx" and w.prefix_hit_rate is None
+                and (w.concurrency or 1) > 1)
+
     def little_mismatch(self) -> str | None:
         """Why the measured throughput contradicts the anchor's own latency (Little's law:
         concurrency x tokens per request / e2e latency / GPUs, off by more than

@@ -356,13 +356,15 @@ def _prior(refused: list[Refusal], build: str, isa: str | None
     regime they hold (its part, model, weights, KV, layout, engine), the target's build where
     that regime has it, else its newest build, as for the target's own anchors (builds months
     apart are not pooled). Another part counts only where its ISA is the target's ``isa``.
-    Engines inferasim does not model, and anchors without a closed-loop decode step, are no
+    Engines inferasim does not model, anchors without a closed-loop decode step, and agentic
+    rungs whose steps' prompt share is unknown (``AnchorRecord.prompt_share_unknown``) are no
     prior."""
     for level, crossing in PRIOR_LEVELS:
         found = [r.anchor for r in refused if set(r.axes) <= crossing
                  and ("gpu" not in r.axes or (isa and r.anchor.regime.gpu_isa == isa))
                  and nz.modelled(r.anchor.regime.engine) and r.anchor.regime.model is not None
-                 and r.anchor.decode_step_s is not None]
+                 and r.anchor.decode_step_s is not None
+                 and not r.anchor.prompt_share_unknown]
         if not found:
             continue
         regimes: dict[tuple, list[AnchorRecord]] = {}
