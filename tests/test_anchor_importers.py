@@ -113,6 +113,25 @@ def test_inferencemax_disaggregated_rows_keep_both_pools():
     assert unknown and all("not known" in " ".join(r.provenance.notes) for r in unknown)
 
 
+def test_inferencemax_dynamo_trt_rows_carry_their_recipes_decode_running_limit():
+    """The rows do not record the decode workers' max_batch_size; InferenceX's master config
+    names the recipe each run launched, whose batch<B> is it (per attention-DP rank)."""
+    everything = import_inferencemax(IMAX / "benchmarks_flat.csv", include_disaggregated=True)
+    trt = [r for r in everything if r.regime.engine == "dynamo-trt"]
+    by_conc = {r.workload.concurrency: r for r in trt
+               if r.regime.gpu == "b300" and r.regime.weight_dtype == "fp8"}
+    # 1,280 clients on 3 workers x 8 ranks x 48 slots; 16,384 on 1 x 8 x 1,024
+    assert by_conc[1280].regime.max_num_seqs == 48
+    assert by_conc[16384].regime.max_num_seqs == 1024
+    assert any("launch recipe" in n for n in by_conc[16384].provenance.notes)
+    # a row the config does not list (another month's run) takes none
+    assert by_conc[10].regime.max_num_seqs is None
+    assert sum(r.regime.max_num_seqs is not None for r in trt) == 61
+    # SGLang's and mori's rows are not read from these recipes
+    assert all(r.regime.max_num_seqs is None for r in everything
+               if r.regime.engine in ("dynamo-sglang", "mori-sglang"))
+
+
 def test_inferencemax_history_rows_check_their_throughput_against_the_median_e2e():
     """The history records no mean e2e latency: Little's law reads the median, which flags
     the rows whose throughput contradicts their own latencies (B200 nvfp4 EP8 c32 at 0.56x)

@@ -728,15 +728,21 @@ class CalibratedOracle:
 
     def _disaggregated_ttft_row(self, record) -> TtftRow:
         """A disaggregated anchor's TTFT: its prompts queue at the prefill pool's workers
-        (no decode step in flight there, no running slot to wait for), the clients away
-        decoding on the decode pool between prompts; the KV transfer and the first token's
-        admission on the decode side stay in the latency the fit reads."""
+        (no decode step in flight there), the clients away decoding on the decode pool
+        between prompts, and, where the anchor records the decode workers' running limit, a
+        wait for a decode slot; the KV transfer stays in the latency the fit reads."""
         w, reg = record.workload, record.regime
         tpot = record.measurements.tpot_s
         decode_s = max(0, w.osl - 1) * tpot if tpot else math.inf
-        return TtftRow(float(w.isl), float(record.ttft_s), self._lone_prefill(record), 0.0,
-                       max(1, int(w.concurrency or 1)), decode_s,
-                       servers=reg.prefill_workers or 1)
+        clients = max(1, int(w.concurrency or 1))
+        slot_wait = 0.0
+        if reg.max_num_seqs and reg.decode_workers and math.isfinite(decode_s):
+            # the decode workers' recorded running limit: past it a first token waits for a
+            # slot, (clients / slots - 1) decodes on average, as a colocated anchor's does
+            slots = reg.max_num_seqs * (reg.dp_attention or 1) * reg.decode_workers
+            slot_wait = decode_s * max(0.0, clients / slots - 1.0)
+        return TtftRow(float(w.isl), float(record.ttft_s), self._lone_prefill(record),
+                       slot_wait, clients, decode_s, servers=reg.prefill_workers or 1)
 
     @property
     def frontend_modelled(self) -> bool:

@@ -293,10 +293,13 @@ def deployment_topology(base: TopologySpec, record: AnchorRecord) -> TopologySpe
                           "layout (a disaggregated row with num_workers 0)")
     prefill = {"tp": reg.prefill_tp, "ep": reg.prefill_ep or 1,
                "dp_attention": reg.prefill_dp_attention or 1}
+    # a recorded running limit is the decode workers' (the launch recipe's max_batch_size)
+    decode_engine = {"max_num_seqs": int(reg.max_num_seqs)} if reg.max_num_seqs else {}
     return attrs.evolve(
         base, kind="disaggregated",
         prefill=attrs.evolve(base.prefill, instances=reg.prefill_workers, parallel=prefill),
-        decode=attrs.evolve(base.decode, instances=reg.decode_workers, parallel={}))
+        decode=attrs.evolve(base.decode, instances=reg.decode_workers, parallel={},
+                            engine={**base.decode.engine, **decode_engine}))
 
 
 def anchor_workload(base: Scenario, record: AnchorRecord, *,
@@ -323,7 +326,7 @@ def anchor_workload(base: Scenario, record: AnchorRecord, *,
                       osl=int(w.osl), concurrency=conc, rate=None, warmup_s=0.0,
                       duration_s=duration, max_requests=cap, random_range_ratio=spread)
     engine = attrs.evolve(base.engine, version="")
-    if reg.max_num_seqs:
+    if reg.max_num_seqs and not reg.disaggregated:
         engine = attrs.evolve(engine, max_num_seqs=int(reg.max_num_seqs))
     if engine.name.endswith("sglang") and (reg.dp_attention or 1) == 1:
         engine = attrs.evolve(engine,
@@ -484,12 +487,14 @@ def predict_closed_form_disaggregated(target: Scenario, others: list[AnchorRecor
     transfer = wl.isl * full_kv_bytes_per_token(pre_sc) / link.bytes_per_s + link.latency_s
     frontend = pre.frontend_latency(conc)
     decode_s = (wl.osl - 1) * tpot
-    # more clients than the decode instances run at once decode in waves
+    # more clients than the decode instances run at once decode in waves: a prompt's first
+    # token waits for a running slot, (waves - 1) decodes on average
     waves = max(1.0, conc / (cap * topo.decode.instances))
+    slot_wait = decode_s * (waves - 1.0)
     away = frontend + transfer + decode_s * waves
     sojourn = max(chunk_s, closed_loop_sojourn(chunk_s / k, conc, away, topo.prefill.instances))
-    ttft = frontend + sojourn + transfer
-    rnd = ttft + decode_s * waves
+    ttft = frontend + sojourn + transfer + slot_wait
+    rnd = ttft + decode_s
     pred = {"tput_per_gpu": conc * (wl.isl + wl.osl) / rnd / target.total_gpus,
             "tpot": tpot, "ttft": ttft}
     calibration = dict(pre.calibration)

@@ -24,6 +24,7 @@ from typing import Any
 import pandas as pd
 
 from inferasim.anchors import normalise as nz
+from inferasim.anchors.importers import dynamo_recipes
 from inferasim.anchors.importers._common import (
     apply_hints,
     check_hints,
@@ -145,6 +146,14 @@ def row_to_record(row: Mapping[str, Any], *, file: str) -> AnchorRecord:
                  "decode_workers": decode_workers}
         if conc and decode_workers:
             decode_batch = conc / decode_workers  # each decode worker's share of the clients
+        if engine == "dynamo-trt":
+            running = dynamo_recipes.decode_batch(
+                gpu, precision, isl, osl, spec, conc, prefill_workers, decode_workers, tp,
+                (dpa or 1) > 1)
+            if running:
+                pools["max_num_seqs"] = running
+                notes.append(f"decode max_batch_size {running} per attention-DP rank, from the "
+                             f"launch recipe ({dynamo_recipes.SOURCE})")
     regime = Regime(
         model=model_raw, engine=engine, gpu=gpu,
         weight_dtype=nz.weight_dtype_for_precision(precision, nz.gpu_vendor(gpu)),

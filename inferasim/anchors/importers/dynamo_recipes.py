@@ -1,0 +1,239 @@
+"""The decode workers' running limit of InferenceMAX's Dynamo TensorRT-LLM runs, from their
+launch recipes.
+
+The rows (``benchmarks_flat.csv``) record each pool's workers and layout but not the decode
+workers' ``max_batch_size``. InferenceX sets it per run: its master config
+(SemiAnalysisAI/InferenceX ``.github/configs/nvidia-master.yaml`` @ 0004cf5, read with the
+search tool) lists, per GPU, precision, ISL/OSL and speculative method, each run's clients
+(``conc-list``), both pools' workers and layout, and the recipe it launched
+(``CONFIG_FILE=recipes/trtllm/<gpu>-<precision>/<shape>/<stp|mtp>/ctx<P>_gen<D>_<layout>_batch<B>
+_eplb<E>_mtp<M>[_<conc>].yaml``). ``batch<B>`` is the decode workers' ``max_batch_size``
+(read in one recipe, ``b300-fp8/1k1k/stp/ctx1_gen2_dp8_batch128_eplb0_mtp0_3072.yaml`` @ 792d8aa:
+``decode.max_batch_size: 128`` with ``enable_attention_dp``, so per attention-DP rank; the
+prefill workers' is 8). The recipes size it a little below the clients: B300 FP8 at 1,280
+clients runs 3 workers x 8 ranks x 48 = 1,152 slots, at 16,384 clients 1 x 8 x 1,024 =
+8,192, and a client beyond the slots waits a whole decode for one, which is the row's TTFT
+(135.8 s against a 135 s decode at 16,384; docs/anchors.md, "The decode workers' running
+limit").
+
+A row takes the limit of the entry whose pools and clients it matches exactly; one the
+config does not list (other runs of the month: the H200 rows of 2026-03-23) takes none. The
+Dynamo SGLang recipes do not name their limit in the file name and are not read here.
+"""
+
+from __future__ import annotations
+
+#: gpu, precision, ISL, OSL, speculative method, prefill workers, decode workers, decode TP,
+#: decode attention (dpa: attention-DP ranks, tp: tensor parallel), max_batch_size, clients.
+RECIPES = """
+b200   fp4 1024 1024 mtp   1  2  8 dpa    64  1214
+b200   fp4 1024 1024 mtp   1  5  8 dpa    16  875
+b200   fp4 1024 1024 mtp   1  5  8 tp      1  6
+b200   fp4 1024 1024 mtp   1  5  8 tp     32  10,15,25,45,90,180
+b200   fp4 1024 1024 mtp   3  4  8 dpa   128  4968
+b200   fp4 1024 1024 mtp   3  5  4 dpa   512  10860
+b200   fp4 1024 1024 none  1  1  8 dpa   512  4096
+b200   fp4 1024 1024 none  1  2  8 dpa   128  2192
+b200   fp4 1024 1024 none  1  5  8 dpa    32  1365
+b200   fp4 1024 1024 none  1  5  8 tp      1  6
+b200   fp4 1024 1024 none  1  5  8 tp     32  10,15,25,45,90,180
+b200   fp4 1024 1024 none  1  6  8 tp     64  450
+b200   fp8 1024 1024 mtp   1  8  8 tp      1  8
+b200   fp8 1024 1024 mtp   1  8  8 tp      4  32
+b200   fp8 1024 1024 mtp   1  8  8 tp      8  64
+b200   fp8 1024 1024 mtp   1  8  8 tp     32  256
+b200   fp8 1024 1024 mtp   1  7  8 dpa   128  896
+b200   fp8 1024 1024 mtp   1  4  8 dpa   256  1024
+b200   fp8 1024 1024 mtp   1  3  8 dpa   384  1184
+b200   fp8 1024 1024 mtp   1  2  8 dpa   768  1600
+b200   fp8 1024 1024 none  1  3  8 tp   1024  4,32,128
+b200   fp8 1024 1024 none  1  5  8 dpa    48  1920
+b200   fp8 1024 1024 none  1  1  8 dpa   512  4096
+b200   fp8 1024 1024 none  2  5  8 dpa   128  5152
+b300   fp4 1024 1024 mtp   1  1  8 dpa    64  654
+b300   fp4 1024 1024 mtp   1  2  8 dpa    16  271
+b300   fp4 1024 1024 mtp   1  5  8 tp      1  11
+b300   fp4 1024 1024 mtp   1  5  8 tp     32  10,20,25,60,120,200
+b300   fp4 1024 1024 mtp   2  1  8 dpa   256  2342
+b300   fp4 1024 1024 mtp   5  2  8 dpa   512  8609
+b300   fp4 1024 1024 mtp   5  2  8 dpa   768  12926
+b300   fp4 1024 1024 none  1  2  8 dpa    64  1176
+b300   fp4 1024 1024 none  1  4  8 tp      1  6
+b300   fp4 1024 1024 none  1  5  4 tp      4  5,10,15,25
+b300   fp4 1024 1024 none  1  5  8 tp     64  60,110,195,395
+b300   fp4 1024 1024 none  2  1  8 dpa   512  4405
+b300   fp4 1024 1024 none  3  1  8 dpa  1024  8192
+b300   fp4 1024 1024 none  3  2  8 dpa   256  4611
+b300   fp8 1024 1024 mtp   1  8  8 tp      1  10
+b300   fp8 1024 1024 mtp   1  8  8 tp     16  160
+b300   fp8 1024 1024 mtp   1  1  8 dpa   256  3072
+b300   fp8 1024 1024 mtp   1  2  8 dpa   128  2560
+b300   fp8 1024 1024 mtp   1  5  8 dpa    16  720
+b300   fp8 1024 1024 mtp   3  2  8 dpa   512  11264
+b300   fp8 1024 1024 none  1  1  8 dpa   256  2112
+b300   fp8 1024 1024 none  1  2  8 dpa   128  3072
+b300   fp8 1024 1024 none  1  3  8 dpa    48  1280
+b300   fp8 1024 1024 none  1  8  8 tp     64  12
+b300   fp8 1024 1024 none  1  8  8 tp     64  128
+b300   fp8 1024 1024 none  1  8  8 tp     64  384
+b300   fp8 1024 1024 none  2  1  8 dpa  1024  16384
+h200   fp8 1024 1024 mtp   1 11  8 tp      1  1
+h200   fp8 1024 1024 mtp   1 11  8 tp    128  4,8,32
+h200   fp8 1024 1024 mtp   1  9  8 tp    128  16
+h200   fp8 1024 1024 mtp   1  8  8 dpa   128  64
+h200   fp8 1024 1024 mtp   1  7  8 dpa   128  128
+h200   fp8 1024 1024 mtp   1  4  8 dpa   128  256
+h200   fp8 1024 1024 mtp   1  2  8 dpa   256  512
+h200   fp8 1024 1024 none  1  9  8 tp      1  1
+h200   fp8 1024 1024 none  1  9  8 tp    256  4,8,16,32,64
+h200   fp8 1024 1024 none  1  9  8 dpa   512  128
+h200   fp8 1024 1024 none  1  6  8 dpa   512  256
+h200   fp8 1024 1024 none  2  7  8 dpa   512  512
+h100   fp8 1024 1024 mtp   1  3 16 tp      1  6
+h100   fp8 1024 1024 mtp   1  3 16 tp      2  9
+h100   fp8 1024 1024 mtp   1  3 16 tp      8  30
+h100   fp8 1024 1024 mtp   1  3 16 tp     16  60
+h100   fp8 1024 1024 mtp   1  3 16 tp     32  117
+h100   fp8 1024 1024 mtp   1  3 16 dpa     4  231
+h100   fp8 1024 1024 mtp   1  3 16 tp    128  462
+h100   fp8 1024 1024 mtp   1  1 16 dpa    32  615
+h100   fp8 1024 1024 mtp   1  1 16 dpa    64  1229
+h100   fp8 1024 1024 none  1  3 16 tp      1  6
+h100   fp8 1024 1024 none  1  3 16 tp      2  9
+h100   fp8 1024 1024 none  1  3 16 tp      8  30
+h100   fp8 1024 1024 none  1  3 16 tp     16  60
+h100   fp8 1024 1024 none  1  3 16 dpa     4  231
+h100   fp8 1024 1024 none  1  3 16 dpa     8  462
+h100   fp8 1024 1024 none  1  3 16 dpa    16  924
+h100   fp8 1024 1024 none  1  3 16 dpa    32  1845
+h100   fp8 1024 1024 none  2  1 16 dpa   256  4916
+gb200  fp4 1024 1024 mtp   1  1 32 dpa     4  180
+gb200  fp4 1024 1024 mtp   1  4  8 tp      8  4,8,12,24,48
+gb200  fp4 1024 1024 mtp   2  1 16 dpa   256  4301
+gb200  fp4 1024 1024 mtp   3  1 32 dpa    64  2253
+gb200  fp4 1024 1024 mtp   3  5  4 dpa   768  16130
+gb200  fp4 1024 1024 none  1  1  8 dpa   512  4301
+gb200  fp4 1024 1024 none  1  1 32 dpa    16  666
+gb200  fp4 1024 1024 none  1  2  4 dpa   768  6144
+gb200  fp4 1024 1024 none  1  4  8 tp     32  12,24,48,96,192
+gb200  fp4 1024 1024 none  1  4  8 tp      1  5
+gb200  fp4 1024 1024 none  2  1 16 dpa   256  4301
+gb200  fp4 1024 1024 none  2  1 32 dpa    64  2253
+gb200  fp4 1024 8192 mtp   1  7  8 tp      4  4,8,12,24,48
+gb200  fp4 1024 8192 mtp   1  7  8 tp      1  7
+gb200  fp4 1024 8192 mtp   1  1 32 dpa     4  128
+gb200  fp4 1024 8192 mtp   1  1 32 dpa    16  512
+gb200  fp4 1024 8192 mtp   1  3 16 dpa    64  3072
+gb200  fp4 1024 8192 mtp   1  3 16 dpa   128  6144
+gb200  fp4 1024 8192 mtp   1  1 32 dpa   256  8192
+gb200  fp4 1024 8192 none  1  7  8 tp      1  5
+gb200  fp4 1024 8192 none  1 15  4 tp      4  60
+gb200  fp4 1024 8192 none  1 15  4 tp      8  135
+gb200  fp4 1024 8192 none  1  1 32 dpa    16  563
+gb200  fp4 1024 8192 none  1  1 32 dpa    64  2048
+gb200  fp4 1024 8192 none  1  1 32 dpa   128  4096
+gb200  fp4 1024 8192 none  1  1 32 dpa   256  8192
+gb200  fp8 1024 1024 mtp   1  1  8 dpa   512  4301
+gb200  fp8 1024 1024 mtp   1  1  8 dpa   256  2151
+gb200  fp8 1024 1024 mtp   1  1 16 dpa    64  1229
+gb200  fp8 1024 1024 mtp   1  1 32 dpa    16  615
+gb200  fp8 1024 1024 mtp   1  3  8 tp      8  36
+gb200  fp8 1024 1024 mtp   1  3  8 tp      4  18
+gb200  fp8 1024 1024 mtp   1  3  8 tp      2  9
+gb200  fp8 1024 1024 none  1  1  8 dpa   768  6144
+gb200  fp8 1024 1024 none  1  1  8 dpa   512  4301
+gb200  fp8 1024 1024 none  1  1 16 dpa   128  2151
+gb200  fp8 1024 1024 none  1  1 32 dpa    32  1127
+gb200  fp8 1024 1024 none  1  1 32 dpa     8  256
+gb200  fp8 1024 1024 none  1  3  8 tp      8  27
+gb200  fp8 1024 1024 none  1  3  8 tp      1  3
+gb200  fp8 1024 8192 mtp   1  2 16 dpa   256  8192
+gb200  fp8 1024 8192 mtp   1  2 16 dpa    64  2152
+gb200  fp8 1024 8192 mtp   1  1 32 dpa    16  564
+gb200  fp8 1024 8192 mtp   1  1 32 dpa     2  72
+gb200  fp8 1024 8192 mtp   1  4  8 tp      2  4,8
+gb200  fp8 1024 8192 none  1  2 16 dpa   256  8192
+gb200  fp8 1024 8192 none  1  1 32 dpa    64  2048
+gb200  fp8 1024 8192 none  1  1 32 dpa    16  564
+gb200  fp8 1024 8192 none  1  4  8 tp      8  36
+gb200  fp8 1024 8192 none  1  4  8 tp      1  4
+gb300  fp4 1024 1024 mtp   1  1  4 dpa   768  3226
+gb300  fp4 1024 1024 mtp   1  1 32 dpa     8  333
+gb300  fp4 1024 1024 mtp   1  4  8 tp      1  5
+gb300  fp4 1024 1024 mtp   1  4  8 tp      8  8,12,24,48
+gb300  fp4 1024 1024 mtp   3  1 16 dpa   128  2253
+gb300  fp4 1024 1024 mtp   3  1 32 dpa    32  1229
+gb300  fp4 1024 1024 none  1  4  8 tp      1  5
+gb300  fp4 1024 1024 none  1  4  8 tp     32  12,48,96,192
+gb300  fp4 1024 1024 none  2  1  8 dpa  1024  8192
+gb300  fp4 1024 1024 none  2  1 32 dpa    32  1229
+gb300  fp4 1024 1024 none  3  1 16 dpa   256  4301
+gb300  fp4 1024 1024 none  3  1 32 dpa    64  2253
+gb300  fp4 1024 8192 mtp   1  7  8 tp      1  7
+gb300  fp4 1024 8192 mtp   1  7  8 tp      8  63
+gb300  fp4 1024 8192 mtp   1  1 32 dpa    16  563
+gb300  fp4 1024 8192 mtp   1  1 32 dpa    64  2088
+gb300  fp4 1024 8192 mtp   1  2 16 dpa   256  8192
+gb300  fp4 1024 8192 mtp   1  4  8 dpa   512  16384
+gb300  fp4 1024 8192 none  1  7  8 tp      1  7
+gb300  fp4 1024 8192 none  1 15  4 tp      4  60
+gb300  fp4 1024 8192 none  1  7  8 tp     32  245
+gb300  fp4 1024 8192 none  1  1 32 dpa    32  1024
+gb300  fp4 1024 8192 none  1  1 32 dpa   128  4096
+gb300  fp4 1024 8192 none  1  1 32 dpa   256  8192
+gb300  fp8 1024 1024 mtp   1  4  8 tp      1  8
+gb300  fp8 1024 1024 mtp   1  4  8 tp      4  24
+gb300  fp8 1024 1024 mtp   1  1 32 dpa     4  180
+gb300  fp8 1024 1024 mtp   2  1 32 dpa    16  564
+gb300  fp8 1024 1024 mtp   1  1 16 dpa    32  666
+gb300  fp8 1024 1024 mtp   2  1 16 dpa   128  2253
+gb300  fp8 1024 1024 mtp   3  2  8 dpa   512  8192
+gb300  fp8 1024 1024 none  1  4  8 tp      1  4
+gb300  fp8 1024 1024 none  1  4  8 tp      4  24
+gb300  fp8 1024 1024 none  1  4  8 tp     16  84
+gb300  fp8 1024 1024 none  2  1 32 dpa    32  1229
+gb300  fp8 1024 1024 none  2  1 16 dpa   128  2253
+gb300  fp8 1024 1024 none  3  2  8 dpa   512  8602
+gb300  fp8 1024 1024 none  3  2  8 dpa   768  12288
+gb300  fp8 1024 8192 mtp   1  4  8 tp      1  4
+gb300  fp8 1024 8192 mtp   1  4  8 tp      4  16
+gb300  fp8 1024 8192 mtp   1  1 32 dpa     4  141
+gb300  fp8 1024 8192 mtp   1  1 32 dpa    16  544
+gb300  fp8 1024 8192 mtp   1  2 16 dpa    64  2048
+gb300  fp8 1024 8192 mtp   1  4  8 dpa   256  8192
+gb300  fp8 1024 8192 none  1  4  8 tp      1  4
+gb300  fp8 1024 8192 none  1  4  8 tp      8  36
+gb300  fp8 1024 8192 none  1  1 32 dpa     8  282
+gb300  fp8 1024 8192 none  1  1 32 dpa    32  1024
+gb300  fp8 1024 8192 none  1  2 16 dpa   128  4096
+gb300  fp8 1024 8192 none  1  2 16 dpa   256  8192
+"""
+
+SOURCE = ("SemiAnalysisAI/InferenceX .github/configs/nvidia-master.yaml @ 0004cf5 "
+          "(CONFIG_FILE recipe batch<B>)")
+
+
+def _parse(text: str) -> dict[tuple, list[tuple[frozenset[int], int]]]:
+    out: dict[tuple, list[tuple[frozenset[int], int]]] = {}
+    for line in text.strip().splitlines():
+        gpu, prec, isl, osl, spec, p, d, tp, attn, batch, concs = line.split()
+        key = (gpu, prec, int(isl), int(osl), spec, int(p), int(d), int(tp), attn == "dpa")
+        out.setdefault(key, []).append(
+            (frozenset(int(c) for c in concs.split(",")), int(batch)))
+    return out
+
+
+_TABLE = _parse(RECIPES)
+
+
+def decode_batch(gpu: str | None, precision: str | None, isl: int, osl: int, spec: str | None,
+                 conc: int | None, prefill_workers: int | None, decode_workers: int | None,
+                 decode_tp: int | None, decode_dpa: bool) -> int | None:
+    """The decode workers' ``max_batch_size`` (per attention-DP rank) of the recipe that ran
+    this Dynamo TensorRT-LLM row, or None where no entry matches its pools and clients."""
+    if not (gpu and precision and conc and prefill_workers and decode_workers and decode_tp):
+        return None
+    key = (gpu, precision.lower(), int(isl), int(osl), "mtp" if spec == "mtp" else "none",
+           int(prefill_workers), int(decode_workers), int(decode_tp), bool(decode_dpa))
+    found = {batch for concs, batch in _TABLE.get(key, ()) if int(conc) in concs}
+    return found.pop() if len(found) == 1 else None

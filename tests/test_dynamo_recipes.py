@@ -1,0 +1,87 @@
+"""The decode workers' running limit of InferenceMAX's Dynamo TensorRT-LLM runs, read from the
+launch recipes InferenceX's master config names (anchors/importers/dynamo_recipes.py), and
+what it does to a disaggregated deployment's TTFT."""
+
+from __future__ import annotations
+
+import pytest
+
+from inferasim.anchors.importers.dynamo_recipes import decode_batch
+from inferasim.anchors.record import AnchorRecord
+from inferasim.anchors.store import AnchorStore
+from inferasim.config.knobs import Knobs
+from inferasim.config.loader import pool_scenario
+from inferasim.cost.calibrated import CalibratedOracle
+from inferasim.validate.anchors import (
+    TEMPLATE_DIR,
+    anchor_workload,
+    base_scenario,
+    load_templates,
+    predict_closed_form_disaggregated,
+)
+
+
+def test_a_row_takes_the_batch_of_the_recipe_with_its_pools_and_clients():
+    # ctx1_gen2_dp8_batch128_eplb0_mtp0_3072: B300 FP8, 1 prefill and 2 decode workers
+    assert decode_batch("b300", "fp8", 1024, 1024, "none", 3072, 1, 2, 8, True) == 128
+    assert decode_batch("b300", "FP8", 1024, 1024, None, 3072, 1, 2, 8, True) == 128
+    # a concurrency of a list: ctx1_gen5_tep8_batch32 ran 10 to 180 clients
+    assert decode_batch("b200", "fp4", 1024, 1024, "mtp", 90, 1, 5, 8, False) == 32
+    # another pool, layout, method or client count: no recipe known
+    assert decode_batch("b300", "fp8", 1024, 1024, "none", 3072, 2, 2, 8, True) is None
+    assert decode_batch("b300", "fp8", 1024, 1024, "none", 3072, 1, 2, 8, False) is None
+    assert decode_batch("b300", "fp8", 1024, 1024, "mtp", 1280, 1, 3, 8, True) is None
+    assert decode_batch("b300", "fp8", 1024, 1024, "none", 3000, 1, 2, 8, True) is None
+    assert decode_batch(None, "fp8", 1024, 1024, "none", 3072, 1, 2, 8, True) is None
+
+
+def _row(conc: int, ttft: float, tpot: float, running: int | None) -> AnchorRecord:
+    regime = {"model": "deepseek-r1", "engine": "dynamo-trt", "gpu": "b300",
+              "weight_dtype": "fp8", "spec_method": "none", "tp": 8, "ep": 1,
+              "dp_attention": 8, "topology": "disaggregated", "prefill_tp": 4, "prefill_ep": 1,
+              "prefill_dp_attention": 4, "prefill_workers": 1, "decode_workers": 2,
+              "num_gpus": 20}
+    if running:
+        regime["max_num_seqs"] = running
+    return AnchorRecord.from_dict({
+        "id": f"t-b300-trt-c{conc}-{running}",
+        "provenance": {"source": "test", "image": "nvcr.io/nvidia/ai-dynamo/"
+                       "tensorrtllm-runtime:0.8.1.post1"},
+        "regime": regime,
+        "workload": {"isl": 1024, "osl": 1024, "concurrency": conc, "dataset": "random",
+                     "decode_batch": conc / 2},
+        "measurements": {"ttft_median_s": ttft, "tpot_median_s": tpot,
+                         "tput_per_gpu_total": conc * 2048 / (ttft + 1023 * tpot) / 20},
+    })
+
+
+def test_past_the_running_limit_a_first_token_waits_for_a_decode_slot():
+    """3,072 clients over 2 x 8 x 128 = 2,048 slots: the closed form's TTFT holds half a
+    decode of waiting for a slot (the measured row: 32.1 s of a 65.6 s round), and its decode
+    runs 128 sequences a rank, not the 192 its clients would make."""
+    free_row, held = _row(3072, 32.1, 0.0363, None), _row(3072, 32.1, 0.0363, 128)
+    _, base = base_scenario(free_row, load_templates(TEMPLATE_DIR))
+    capped = anchor_workload(base, held)
+    # the limit is the decode pool's, not the prefill pool's
+    assert capped.topology.decode.engine["max_num_seqs"] == 128
+    assert "max_num_seqs" not in capped.topology.prefill.engine
+    assert capped.engine.max_num_seqs == base.engine.max_num_seqs
+    others = [_row(1280, 3.2, 0.0301, 48), _row(16384, 135.8, 0.1472, 1024)]
+    pred, _, _ = predict_closed_form_disaggregated(capped, others, Knobs())
+    free, _, _ = predict_closed_form_disaggregated(anchor_workload(base, free_row), others,
+                                                   Knobs())
+    assert pred["tpot"] < free["tpot"]
+    assert pred["ttft"] - free["ttft"] == pytest.approx(0.5 * 1023 * pred["tpot"], rel=0.05)
+    assert pred["tput_per_gpu"] < free["tput_per_gpu"]
+
+
+def test_the_calibration_reads_a_recorded_slot_wait_out_of_the_ttft():
+    """An anchor that records its decode workers' limit has the wait for a slot read as such,
+    not as time outside the engine; one that records none has no such wait."""
+    held = _row(3072, 32.1, 0.0363, 128)
+    _, base = base_scenario(_row(3072, 32.1, 0.0363, None), load_templates(TEMPLATE_DIR))
+    pre = pool_scenario(anchor_workload(base, held), "prefill", check_fit=False)
+    oracle = CalibratedOracle(pre, AnchorStore([held]), Knobs())
+    assert oracle._ttft_row(held).wait == pytest.approx(1023 * 0.0363 * (3072 / 2048 - 1))
+    assert oracle._ttft_row(_row(3072, 32.1, 0.0363, None)).wait == 0.0
+    assert oracle._ttft_row(_row(1024, 3.0, 0.03, 128)).wait == 0.0   # within the slots
