@@ -99,6 +99,12 @@ def test_families_cli_lists_every_family_and_writes_the_missing(tmp_path):
     assert disagg.topology.kind == "disaggregated" and disagg.topology.orchestrator == "dynamo"
     assert disagg.engine.name == "trt" and disagg.speculative.method == "mtp"
     assert "benchmarks_flat.csv" in written[0].read_text()   # says where it came from
+    # the decode workers' running limit of its load, from the recipe, on the decode pool only
+    # (B200 FP4 MTP at 6 clients: five decode workers of max_batch_size 1)
+    assert pool_scenario(disagg, "decode").engine.max_num_seqs == 1
+    assert pool_scenario(disagg, "prefill").engine.max_num_seqs == disagg.engine.max_num_seqs
+    sglang = (tmp_path / "dsr1-b200-dynamo-sglang-fp8-disagg.yaml").read_text()
+    assert "running-request caps" in sglang and "max_num_seqs" not in sglang
     missing = CliRunner().invoke(cli, ["anchors", "families", "--scenarios",
                                        str(tmp_path / "nowhere")])
     assert missing.exit_code == 2 and "--scenarios" in missing.output

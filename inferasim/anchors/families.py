@@ -132,9 +132,13 @@ def scenario_text(family: Family, rows: list[AnchorRecord], source: str) -> tupl
         "recorded layout),",
         f"# the build the newest of those rows ({newest.provenance.image or 'unrecorded'}), "
         f"the load their median concurrency ({conc}).",
-        "# Not recorded by the rows (the engine's defaults stand): KV dtype, MTP depth, "
-        "running-request caps.",
     ]
+    # the decode workers' running limit where every row at that load carries the same one
+    # (the Dynamo TensorRT-LLM rows take it from their launch recipes)
+    limits = {r.regime.max_num_seqs for r in chosen if int(r.workload.concurrency) == conc}
+    limit = limits.pop() if len(limits) == 1 and family.disaggregated else None
+    lines.append("# Not recorded by the rows (the engine's defaults stand): KV dtype, MTP depth"
+                 + ("." if limit else ", running-request caps."))
     data: dict[str, Any] = {
         "extends": "_base.yaml",
         "name": f"inferencemax-{name}",
@@ -157,6 +161,11 @@ def scenario_text(family: Family, rows: list[AnchorRecord], source: str) -> tupl
         }
         lines.append("# parallel: the decode pool's layout; topology.prefill.parallel the "
                      "prefill pool's.")
+        if limit:
+            data["topology"]["decode"]["engine"] = {"max_num_seqs": int(limit)}
+            lines.append("# topology.decode.engine.max_num_seqs: the decode workers' "
+                         "max_batch_size at that load, from its launch recipe "
+                         "(anchors/importers/dynamo_recipes.py).")
     data["workload"] = {"osl": osl, "concurrency": conc}
     body = yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)
     return f"{name}.yaml", "\n".join(lines) + "\n" + body
