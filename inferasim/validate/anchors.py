@@ -457,8 +457,9 @@ def predict_closed_form_disaggregated(target: Scenario, others: list[AnchorRecor
     decoding at the mean context; the prefill pool is one station of its instances (a
     prompt's service is its share of a full chunk's step, the instances serving side by
     side) that the clients visit between decodes, solved as ``closed_loop_sojourn``; each
-    prompt's KV then crosses the link alone. TTFT = frontend latency + prefill sojourn (at least one chunk's step) + the
-    transfer; a round adds the decode."""
+    prompt's KV then crosses the link alone. TTFT = frontend latency + prefill sojourn (at
+    least one chunk's step) + the transfer + the wait for a decode slot past the decode
+    workers' running limit; a round adds the decode."""
     from inferasim.arch.interconnect import kv_link_plan
     from inferasim.config.loader import pool_scenario, rank_scenario
     from inferasim.cost.calibrated import CalibratedOracle
