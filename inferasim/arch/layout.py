@@ -44,21 +44,25 @@ def check_layout(scenario: Scenario, origins: dict[str, str], path: str, *,
             raise _fail(f"dcp={par.dcp} must divide tp // kv_heads for GQA",
                         "parallel.dcp", origins, path)
     if check_fit:
-        problem = fit_problem(scenario)
+        from inferasim.arch.memory import memory_plan
+
+        plan = memory_plan(scenario)
+        problem = fit_problem(scenario, plan)
         if problem:
             raise _fail(problem, "parallel.tp", origins, path)
-        short = context_problem(scenario)
+        short = context_problem(scenario, plan)
         if short:
             from inferasim.config.errors import warn
 
             warn(short, file=origins.get("parallel.tp", path), key="parallel.tp")
 
 
-def fit_problem(scenario: Scenario) -> str | None:
-    """Why the weights and KV do not fit on the GPU, or None."""
+def fit_problem(scenario: Scenario, plan=None) -> str | None:
+    """Why the weights and KV do not fit on the GPU, or None (``plan``: the scenario's
+    memory plan, where the caller has it)."""
     from inferasim.arch.memory import GIB, memory_plan
 
-    plan = memory_plan(scenario)
+    plan = plan or memory_plan(scenario)
     usable = scenario.gpu.hbm_bytes * scenario.engine.mem_fraction
     if plan.weight_bytes_per_gpu >= usable:
         return (
@@ -76,7 +80,7 @@ def fit_problem(scenario: Scenario) -> str | None:
     return None
 
 
-def context_problem(scenario: Scenario) -> str | None:
+def context_problem(scenario: Scenario, plan=None) -> str | None:
     """Why vLLM would refuse to start this deployment, or None: it will not serve a
     max_model_len (the model's context, where the scenario sets none) that one request
     cannot fill in its KV pool (its start-up check, engines.md 1.1)."""
@@ -85,7 +89,7 @@ def context_problem(scenario: Scenario) -> str | None:
     # a pool the scenario states is what the engine allocated: it started, capped as it was
     if scenario.engine.memory_rule != "vllm-profile" or scenario.engine.kv_pool_tokens:
         return None
-    plan = memory_plan(scenario)
+    plan = plan or memory_plan(scenario)
     context = scenario.model.max_context
     if 0 < plan.kv_pool_tokens < context:
         return (f"vLLM would refuse to start: its KV pool holds {plan.kv_pool_tokens:,d} "

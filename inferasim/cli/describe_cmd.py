@@ -27,8 +27,8 @@ def describe(scenario, overrides, as_json, **flags):
     Only the flags that size the deployment apply: the replay's own (--exact-steps,
     --anchors, ...) change nothing a description shows; give them to run."""
     resolved = resolve_scenario(scenario, overrides, check_fit=False, **flags)
-    problem = fit_problem(resolved)
     plan = memory_plan(resolved)
+    problem = fit_problem(resolved, plan)
     counts = param_counts(resolved.model)
     derived = {
         "weight_bytes_per_gpu": plan.weight_bytes_per_gpu,
@@ -49,7 +49,7 @@ def describe(scenario, overrides, as_json, **flags):
         "gpus_per_instance": resolved.gpus_per_instance,
         "fits": problem is None,
         "fit_problem": problem,
-        "context_problem": None if problem else context_problem(resolved),
+        "context_problem": None if problem else context_problem(resolved, plan),
     }
     try:
         # what a replay's verify steps emit: the scenario's figure, else the anchors' chain

@@ -85,6 +85,7 @@ from inferasim.cost.ttft_model import (
     fit_ttft,
     latency_at,
     latency_at_load,
+    slot_wait,
 )
 
 _EMPTY = np.zeros(0, dtype=np.float64)
@@ -712,18 +713,14 @@ class CalibratedOracle:
         tpot = record.measurements.tpot_s
         decode_s = max(0, w.osl - 1) * tpot if tpot else math.inf
         slots = self._running_cap(record, oracle) * (record.regime.replicas or 1)
-        slot_wait = 0.0
-        if clients > slots and math.isfinite(decode_s):
-            # every slot turns over once per decode; each client's round then takes
-            # clients / slots of them, and the rest of it is spent waiting for a slot
-            slot_wait = decode_s * (clients / slots - 1.0)
+        waited = slot_wait(decode_s, clients, slots) if math.isfinite(decode_s) else 0.0
         queued_behind = clients
         if wave:
             queued_behind = 1  # the wave's steps hold its queueing
         elif self.rank_level:
             # a prompt queues behind the prompts of its own rank only
             queued_behind = max(1, math.ceil(clients / oracle.scenario.parallel.dp_attention))
-        return TtftRow(float(isl), float(record.ttft_s), prefill, wait + slot_wait,
+        return TtftRow(float(isl), float(record.ttft_s), prefill, wait + waited,
                        queued_behind, decode_s)
 
     def _disaggregated_ttft_row(self, record) -> TtftRow:
@@ -735,14 +732,14 @@ class CalibratedOracle:
         tpot = record.measurements.tpot_s
         decode_s = max(0, w.osl - 1) * tpot if tpot else math.inf
         clients = max(1, int(w.concurrency or 1))
-        slot_wait = 0.0
+        waited = 0.0
         if reg.max_num_seqs and reg.decode_workers and math.isfinite(decode_s):
-            # the decode workers' recorded running limit: past it a first token waits for a
-            # slot, (clients / slots - 1) decodes on average, as a colocated anchor's does
-            slots = reg.max_num_seqs * (reg.dp_attention or 1) * reg.decode_workers
-            slot_wait = decode_s * max(0.0, clients / slots - 1.0)
+            # the decode workers' recorded running limit (the decode pool's ranks, not the
+            # prefill layout this oracle reads the anchor at), as a colocated anchor's
+            waited = slot_wait(decode_s, clients,
+                               reg.max_num_seqs * (reg.dp_attention or 1) * reg.decode_workers)
         return TtftRow(float(w.isl), float(record.ttft_s), self._lone_prefill(record),
-                       slot_wait, clients, decode_s, servers=reg.prefill_workers or 1)
+                       waited, clients, decode_s, servers=reg.prefill_workers or 1)
 
     @property
     def frontend_modelled(self) -> bool:

@@ -40,6 +40,13 @@ class TtftRow:
         return self.ttft - self.wait - self.sojourn(slope, latency, overhead)
 
 
+def slot_wait(decode_s: float, clients: float, slots: float) -> float:
+    """A first token's wait for a running slot when ``clients`` closed-loop clients share
+    ``slots``: every slot turns over once a decode, so each client's round takes
+    clients / slots decodes and the rest of it is the wait, (clients / slots - 1) decodes."""
+    return decode_s * max(0.0, clients / slots - 1.0) if slots > 0 else 0.0
+
+
 def closed_loop_sojourn(service: float, clients: int, away: float, servers: int = 1) -> float:
     """A prompt's time from reaching the engine to its first token when ``clients`` closed-loop
     clients each spend ``away`` seconds elsewhere (decoding, the frontend) between prompts and

@@ -464,7 +464,7 @@ def predict_closed_form_disaggregated(target: Scenario, others: list[AnchorRecor
     from inferasim.config.loader import pool_scenario, rank_scenario
     from inferasim.cost.calibrated import CalibratedOracle
     from inferasim.cost.oracle import StepBatch
-    from inferasim.cost.ttft_model import closed_loop_sojourn
+    from inferasim.cost.ttft_model import closed_loop_sojourn, slot_wait
     from inferasim.serve.topology import full_kv_bytes_per_token
 
     store = _as_store(others)
@@ -488,13 +488,12 @@ def predict_closed_form_disaggregated(target: Scenario, others: list[AnchorRecor
     transfer = wl.isl * full_kv_bytes_per_token(pre_sc) / link.bytes_per_s + link.latency_s
     frontend = pre.frontend_latency(conc)
     decode_s = (wl.osl - 1) * tpot
-    # more clients than the decode instances run at once decode in waves: a prompt's first
-    # token waits for a running slot, (waves - 1) decodes on average
-    waves = max(1.0, conc / (cap * topo.decode.instances))
-    slot_wait = decode_s * (waves - 1.0)
-    away = frontend + transfer + decode_s * waves
+    # more clients than the decode instances run at once: a first token waits for a slot
+    slots = cap * topo.decode.instances
+    waited = slot_wait(decode_s, conc, slots)
+    away = frontend + transfer + decode_s + waited
     sojourn = max(chunk_s, closed_loop_sojourn(chunk_s / k, conc, away, topo.prefill.instances))
-    ttft = frontend + sojourn + transfer + slot_wait
+    ttft = frontend + sojourn + transfer + waited
     rnd = ttft + decode_s
     pred = {"tput_per_gpu": conc * (wl.isl + wl.osl) / rnd / target.total_gpus,
             "tpot": tpot, "ttft": ttft}

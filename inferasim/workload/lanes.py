@@ -179,7 +179,6 @@ class TreeCorpus:
         ends = t + np.maximum(api, 0.0)
         later = np.ones(t.size, dtype=bool)
         later[firsts] = False                        # a tree's first turn keeps its gap
-        later[0] = False
         prev_end = np.concatenate(([np.nan], ends[:-1]))
         redo = later & np.isfinite(t) & np.isfinite(prev_end)
         gap[redo] = np.maximum(0.0, t[redo] - prev_end[redo])
