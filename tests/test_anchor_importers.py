@@ -127,9 +127,23 @@ def test_inferencemax_dynamo_trt_rows_carry_their_recipes_decode_running_limit()
     # a row the config does not list (another month's run) takes none
     assert by_conc[10].regime.max_num_seqs is None
     assert sum(r.regime.max_num_seqs is not None for r in trt) == 61
-    # SGLang's and mori's rows are not read from these recipes
+    # mori's rows are not read from any recipe
     assert all(r.regime.max_num_seqs is None for r in everything
-               if r.regime.engine in ("dynamo-sglang", "mori-sglang"))
+               if r.regime.engine == "mori-sglang")
+
+
+def test_inferencemax_dynamo_sglang_speculative_rows_carry_their_recipes_running_limit():
+    """srt-slurm's speculative Dynamo SGLang recipes set the decode workers'
+    max-running-requests to 512 (SGLang's own default with a draft would be 48), divided
+    among attention-DP ranks; the plain-decoding rows keep SGLang's default."""
+    everything = import_inferencemax(IMAX / "benchmarks_flat.csv", include_disaggregated=True)
+    sgl = [r for r in everything if r.regime.engine == "dynamo-sglang"]
+    mtp = [r for r in sgl if r.regime.spec_method == "mtp"]
+    assert len(mtp) == 18
+    assert all(r.regime.max_num_seqs * (r.regime.dp_attention or 1) == 512 for r in mtp)
+    assert {r.regime.max_num_seqs for r in mtp} == {512, 64, 32}
+    assert all("max-running-requests" in " ".join(r.provenance.notes) for r in mtp)
+    assert all(r.regime.max_num_seqs is None for r in sgl if r.regime.spec_method != "mtp")
 
 
 def test_inferencemax_history_rows_check_their_throughput_against_the_median_e2e():

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from inferasim.anchors.importers.dynamo_recipes import decode_batch
+from inferasim.anchors.importers.dynamo_recipes import decode_batch, sglang_decode_running
 from inferasim.anchors.record import AnchorRecord
 from inferasim.anchors.store import AnchorStore
 from inferasim.config.knobs import Knobs
@@ -33,6 +33,14 @@ def test_a_row_takes_the_batch_of_the_recipe_with_its_pools_and_clients():
     assert decode_batch("b300", "fp8", 1024, 1024, "mtp", 1280, 1, 3, 8, True) is None
     assert decode_batch("b300", "fp8", 1024, 1024, "none", 3000, 1, 2, 8, True) is None
     assert decode_batch(None, "fp8", 1024, 1024, "none", 3072, 1, 2, 8, True) is None
+
+
+def test_a_speculative_sglang_worker_runs_the_recipes_512_over_its_ranks():
+    assert sglang_decode_running("mtp", 1) == 512
+    assert sglang_decode_running("mtp", 8) == 64
+    assert sglang_decode_running("mtp", None) == 512
+    assert sglang_decode_running("none", 8) is None
+    assert sglang_decode_running(None, 1) is None
 
 
 def _row(conc: int, ttft: float, tpot: float, running: int | None) -> AnchorRecord:

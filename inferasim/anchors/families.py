@@ -164,7 +164,9 @@ def scenario_text(family: Family, rows: list[AnchorRecord], source: str) -> tupl
         if limit:
             data["topology"]["decode"]["engine"] = {"max_num_seqs": int(limit)}
             lines.append("# topology.decode.engine.max_num_seqs: the decode workers' "
-                         "max_batch_size at that load, from its launch recipe "
+                         "running limit per attention-DP rank at that load (TensorRT-LLM's "
+                         "max_batch_size, SGLang's max-running-requests over its ranks), "
+                         "from its launch recipe "
                          "(anchors/importers/dynamo_recipes.py).")
     data["workload"] = {"osl": osl, "concurrency": conc}
     body = yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)

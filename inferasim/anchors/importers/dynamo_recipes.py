@@ -17,8 +17,17 @@ clients runs 3 workers x 8 ranks x 48 = 1,152 slots, at 16,384 clients 1 x 8 x 1
 limit").
 
 A row takes the limit of the entry whose pools and clients it matches exactly; one the
-config does not list (other runs of the month: the H200 rows of 2026-03-23) takes none. The
-Dynamo SGLang recipes do not name their limit in the file name and are not read here.
+config does not list (other runs of the month: the H200 rows of 2026-03-23) takes none.
+
+The Dynamo SGLang runs launched srt-slurm recipes (ishandhanani/srt-slurm), which do not name
+their limit in the file name but set it in the file: every speculative (EAGLE/MTP) decode
+worker read sets ``max-running-requests: 512`` (``recipes/b200-fp4/1k1k-mtp.yaml`` and
+``recipes/b200-fp8/1k1k-mtp.yaml`` @ 893b9b9, ``recipes/b200-fp8/1k1k/mtp/max-tpt-dep8-1p2d.yaml``
+@ 5bd0b3f, ``recipes/h100/1k1k/mtp/h100-fp8-2p4d-max-dep-mtp.yaml`` @ 6a30b5d). Without it SGLang
+would cap a speculative worker at 48 running requests (engines.md), a limit no such run had.
+SGLang divides a set value among its attention-DP ranks. The non-speculative recipes leave
+the limit to SGLang's pool-derived default or set it far above the clients (GB300 FP4
+max-throughput: 67,584), so they take none here.
 """
 
 from __future__ import annotations
@@ -237,3 +246,19 @@ def decode_batch(gpu: str | None, precision: str | None, isl: int, osl: int, spe
            int(prefill_workers), int(decode_workers), int(decode_tp), bool(decode_dpa))
     found = {batch for concs, batch in _TABLE.get(key, ()) if int(conc) in concs}
     return found.pop() if len(found) == 1 else None
+
+
+#: Dynamo SGLang speculative decode workers' ``max-running-requests`` (whole worker).
+SGLANG_SPECULATIVE_RUNNING = 512
+SGLANG_SOURCE = ("ishandhanani/srt-slurm recipes/b200-fp4/1k1k-mtp.yaml, b200-fp8/1k1k-mtp.yaml "
+                 "@ 893b9b9, b200-fp8/1k1k/mtp/max-tpt-dep8-1p2d.yaml @ 5bd0b3f, "
+                 "h100/1k1k/mtp/h100-fp8-2p4d-max-dep-mtp.yaml @ 6a30b5d")
+
+
+def sglang_decode_running(spec: str | None, decode_dpa: int | None) -> int | None:
+    """The running limit per attention-DP rank of a Dynamo SGLang decode worker as its recipe
+    set it: the speculative recipes' 512 divided among the ranks, as SGLang divides a set
+    value; None for plain decoding (SGLang's own default stands)."""
+    if spec != "mtp":
+        return None
+    return max(1, SGLANG_SPECULATIVE_RUNNING // max(1, int(decode_dpa or 1)))

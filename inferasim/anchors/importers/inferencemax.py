@@ -154,6 +154,13 @@ def row_to_record(row: Mapping[str, Any], *, file: str) -> AnchorRecord:
                 pools["max_num_seqs"] = running
                 notes.append(f"decode max_batch_size {running} per attention-DP rank, from the "
                              f"launch recipe ({dynamo_recipes.SOURCE})")
+        elif engine == "dynamo-sglang":
+            running = dynamo_recipes.sglang_decode_running(spec, dpa)
+            if running:
+                pools["max_num_seqs"] = running
+                notes.append(f"decode max-running-requests {running} per attention-DP rank "
+                             f"({dynamo_recipes.SGLANG_SPECULATIVE_RUNNING} a worker), from the "
+                             f"launch recipes ({dynamo_recipes.SGLANG_SOURCE})")
     regime = Regime(
         model=model_raw, engine=engine, gpu=gpu,
         weight_dtype=nz.weight_dtype_for_precision(precision, nz.gpu_vendor(gpu)),
