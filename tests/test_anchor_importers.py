@@ -127,9 +127,9 @@ def test_inferencemax_dynamo_trt_rows_carry_their_recipes_decode_running_limit()
     # a row the config does not list (another month's run) takes none
     assert by_conc[10].regime.max_num_seqs is None
     assert sum(r.regime.max_num_seqs is not None for r in trt) == 61
-    # mori's rows are not read from any recipe
-    assert all(r.regime.max_num_seqs is None for r in everything
-               if r.regime.engine == "mori-sglang")
+    # mori's rows take their launch config's limit by mode (next test)
+    mori = [r for r in everything if r.regime.engine == "mori-sglang"]
+    assert mori and all(r.regime.max_num_seqs for r in mori)
 
 
 def test_inferencemax_dynamo_sglang_speculative_rows_carry_their_recipes_running_limit():
@@ -377,3 +377,19 @@ def test_aiperf_old_schema():
 def test_aiperf_rejects_other_json():
     with pytest.raises(ConfigError, match="not an AIPerf profile export"):
         import_aiperf(VLLM / "benchmaq_vllm-bench-serve_glm47-fp8_b200_tp8_in8192_out128_c100.json")
+
+
+def test_inferencemax_mori_rows_carry_their_launch_configs_running_limit():
+    """AMD's launch config sets the decode workers' limit by mode: 4,096 over the ranks with
+    attention DP, 256 with expert parallelism alone, 128 with neither."""
+    everything = import_inferencemax(IMAX / "benchmarks_flat.csv", include_disaggregated=True)
+    mori = [r for r in everything if r.regime.engine == "mori-sglang"]
+    for r in mori:
+        reg = r.regime
+        whole = reg.max_num_seqs * (reg.dp_attention or 1)
+        if (reg.dp_attention or 1) > 1:
+            assert whole == 4096
+        else:
+            assert whole == (256 if (reg.ep or 1) > 1 else 128)
+        assert "launch config" in " ".join(r.provenance.notes)
+    assert {r.regime.max_num_seqs for r in mori} >= {128, 256}

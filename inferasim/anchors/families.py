@@ -167,7 +167,7 @@ def scenario_text(family: Family, rows: list[AnchorRecord], source: str) -> tupl
                          "running limit per attention-DP rank at that load (TensorRT-LLM's "
                          "max_batch_size, SGLang's max-running-requests over its ranks), "
                          "from its launch recipe "
-                         "(anchors/importers/dynamo_recipes.py).")
+                         "(anchors/importers/disagg_recipes.py).")
     data["workload"] = {"osl": osl, "concurrency": conc}
     body = yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)
     return f"{name}.yaml", "\n".join(lines) + "\n" + body

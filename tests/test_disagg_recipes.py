@@ -1,12 +1,16 @@
-"""The decode workers' running limit of InferenceMAX's Dynamo TensorRT-LLM runs, read from the
-launch recipes InferenceX's master config names (anchors/importers/dynamo_recipes.py), and
-what it does to a disaggregated deployment's TTFT."""
+"""The decode workers' running limit of InferenceMAX's disaggregated runs, read from their
+launch recipes (anchors/importers/disagg_recipes.py), and what it does to a disaggregated
+deployment's TTFT."""
 
 from __future__ import annotations
 
 import pytest
 
-from inferasim.anchors.importers.dynamo_recipes import decode_batch, sglang_decode_running
+from inferasim.anchors.importers.disagg_recipes import (
+    decode_batch,
+    mori_decode_running,
+    sglang_decode_running,
+)
 from inferasim.anchors.record import AnchorRecord
 from inferasim.anchors.store import AnchorStore
 from inferasim.config.knobs import Knobs
@@ -41,6 +45,14 @@ def test_a_speculative_sglang_worker_runs_the_recipes_512_over_its_ranks():
     assert sglang_decode_running("mtp", None) == 512
     assert sglang_decode_running("none", 8) is None
     assert sglang_decode_running(None, 1) is None
+
+
+def test_a_mori_decode_worker_runs_its_modes_limit():
+    assert mori_decode_running(8, 8) == 512      # 4,096 over eight attention-DP ranks
+    assert mori_decode_running(16, 16) == 256
+    assert mori_decode_running(1, 8) == 256      # expert parallel alone
+    assert mori_decode_running(None, 1) == 128   # neither
+    assert mori_decode_running(1, None) == 128
 
 
 def _row(conc: int, ttft: float, tpot: float, running: int | None) -> AnchorRecord:

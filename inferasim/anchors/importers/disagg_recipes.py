@@ -1,5 +1,5 @@
-"""The decode workers' running limit of InferenceMAX's Dynamo TensorRT-LLM runs, from their
-launch recipes.
+"""The decode workers' running limit of InferenceMAX's disaggregated runs (Dynamo over
+TensorRT-LLM or SGLang, and AMD's mori-sglang), from their launch recipes.
 
 The rows (``benchmarks_flat.csv``) record each pool's workers and layout but not the decode
 workers' ``max_batch_size``. InferenceX sets it per run: its master config
@@ -28,6 +28,10 @@ would cap a speculative worker at 48 running requests (engines.md), a limit no s
 SGLang divides a set value among its attention-DP ranks. The non-speculative recipes leave
 the limit to SGLang's pool-derived default or set it far above the clients (GB300 FP4
 max-throughput: 67,584), so they take none here.
+
+AMD's mori-sglang runs read their flags from InferenceX's ``benchmarks/multi_node/amd_utils/
+models.yaml``, which sets the decode workers' ``max_running_requests`` by mode
+(``mori_decode_running``).
 """
 
 from __future__ import annotations
@@ -262,3 +266,23 @@ def sglang_decode_running(spec: str | None, decode_dpa: int | None) -> int | Non
     if spec != "mtp":
         return None
     return max(1, SGLANG_SPECULATIVE_RUNNING // max(1, int(decode_dpa or 1)))
+
+
+#: mori-sglang decode workers' ``max_running_requests`` (whole worker) by the mode its launch
+#: config picks: attention DP, expert parallel without it, neither.
+MORI_RUNNING = {"dp": 4096, "ep_only": 256, "no_dp": 128}
+MORI_SOURCE = ("SemiAnalysisAI/InferenceX benchmarks/multi_node/amd_utils/models.yaml "
+               "@ 02d1804, DeepSeek-R1 decode")
+
+
+def mori_decode_running(decode_dpa: int | None, decode_ep: int | None) -> int:
+    """The running limit per attention-DP rank of a mori-sglang decode worker as InferenceX's
+    AMD launch config sets it for DeepSeek-R1: 4,096 a worker with attention DP (divided among
+    the ranks, as SGLang divides a set value), 256 with expert parallelism alone, 128 with
+    neither. An earlier version of the file (@ e67ca48) set 8,192 and 256 (no EP-only mode), so
+    no row's clients bind at either; what the config changes is that a speculative worker is
+    not held to SGLang's default of 48."""
+    ranks = max(1, int(decode_dpa or 1))
+    if ranks > 1:
+        return max(1, MORI_RUNNING["dp"] // ranks)
+    return MORI_RUNNING["ep_only"] if (decode_ep or 1) > 1 else MORI_RUNNING["no_dp"]
