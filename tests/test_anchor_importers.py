@@ -393,3 +393,17 @@ def test_inferencemax_mori_rows_carry_their_launch_configs_running_limit():
             assert whole == (256 if (reg.ep or 1) > 1 else 128)
         assert "launch config" in " ".join(r.provenance.notes)
     assert {r.regime.max_num_seqs for r in mori} >= {128, 256}
+
+
+def test_inferencemax_single_node_sglang_mtp_rows_carry_their_scripts_running_limit():
+    """SGLang would run 48 sequences under speculative decoding; InferenceX's B200/B300
+    scripts pass 512, the MI355X FP8 one the row's clients, the MI355X MXFP4 one nothing."""
+    everything = import_inferencemax(IMAX / "benchmarks_flat.csv")
+    mtp = [r for r in everything if r.regime.engine == "sglang" and r.regime.spec_method == "mtp"]
+    by = {(r.regime.gpu, r.regime.weight_dtype, r.workload.concurrency): r.regime.max_num_seqs
+          for r in mtp}
+    assert by[("b300", "fp8", 512)] == 512
+    assert all(v == c for (g, w, c), v in by.items() if (g, w) == ("mi355x", "fp8"))
+    assert all(v is None for (g, w, _), v in by.items() if (g, w) == ("mi355x", "mxfp4"))
+    assert all(r.regime.max_num_seqs is None for r in everything
+               if r.regime.engine == "sglang" and r.regime.spec_method != "mtp")

@@ -133,10 +133,10 @@ def scenario_text(family: Family, rows: list[AnchorRecord], source: str) -> tupl
         f"# the build the newest of those rows ({newest.provenance.image or 'unrecorded'}), "
         f"the load their median concurrency ({conc}).",
     ]
-    # the decode workers' running limit where every row at that load carries the same one
-    # (the Dynamo TensorRT-LLM rows take it from their launch recipes)
+    # the running limit where every row at that load carries the same one (the rows take it
+    # from their launch recipes: importers/launch_recipes.py)
     limits = {r.regime.max_num_seqs for r in chosen if int(r.workload.concurrency) == conc}
-    limit = limits.pop() if len(limits) == 1 and family.disaggregated else None
+    limit = limits.pop() if len(limits) == 1 else None
     lines.append("# Not recorded by the rows (the engine's defaults stand): KV dtype, MTP depth"
                  + ("." if limit else ", running-request caps."))
     data: dict[str, Any] = {
@@ -145,9 +145,14 @@ def scenario_text(family: Family, rows: list[AnchorRecord], source: str) -> tupl
         "description": f"InferenceMAX DeepSeek-R1 {family.label}",
         "model": {"name": model, "weight_dtype": family.weight_dtype},
         "gpu": {"name": family.gpu},
-        "engine": {"name": engine, **({"version": tag} if tag else {})},
+        "engine": {"name": engine, **({"version": tag} if tag else {}),
+                   **({"max_num_seqs": int(limit)} if limit and not family.disaggregated
+                      else {})},
         "parallel": {"tp": tp, "ep": ep or 1, "dp_attention": dpa or 1},
     }
+    if limit and not family.disaggregated:
+        lines.append("# engine.max_num_seqs: the server's running limit at that load, from its "
+                     "launch script (anchors/importers/launch_recipes.py).")
     if family.spec != "none":
         data["speculative"] = {"method": family.spec, "draft_tokens": 3}
         lines.append("# draft_tokens 3: the usual DeepSeek MTP depth (the rows do not record it).")
@@ -167,7 +172,7 @@ def scenario_text(family: Family, rows: list[AnchorRecord], source: str) -> tupl
                          "running limit per attention-DP rank at that load (TensorRT-LLM's "
                          "max_batch_size, SGLang's max-running-requests over its ranks), "
                          "from its launch recipe "
-                         "(anchors/importers/disagg_recipes.py).")
+                         "(anchors/importers/launch_recipes.py).")
     data["workload"] = {"osl": osl, "concurrency": conc}
     body = yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)
     return f"{name}.yaml", "\n".join(lines) + "\n" + body

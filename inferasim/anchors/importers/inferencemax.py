@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 
 from inferasim.anchors import normalise as nz
-from inferasim.anchors.importers import disagg_recipes
+from inferasim.anchors.importers import launch_recipes
 from inferasim.anchors.importers._common import (
     apply_hints,
     check_hints,
@@ -147,25 +147,32 @@ def row_to_record(row: Mapping[str, Any], *, file: str) -> AnchorRecord:
         if conc and decode_workers:
             decode_batch = conc / decode_workers  # each decode worker's share of the clients
         if engine == "dynamo-trt":
-            running = disagg_recipes.decode_batch(
+            running = launch_recipes.decode_batch(
                 gpu, precision, isl, osl, spec, conc, prefill_workers, decode_workers, tp,
                 (dpa or 1) > 1)
             if running:
                 pools["max_num_seqs"] = running
                 notes.append(f"decode max_batch_size {running} per attention-DP rank, from the "
-                             f"launch recipe ({disagg_recipes.SOURCE})")
+                             f"launch recipe ({launch_recipes.SOURCE})")
         elif engine == "dynamo-sglang":
-            running = disagg_recipes.sglang_decode_running(spec, dpa)
+            running = launch_recipes.sglang_decode_running(spec, dpa)
             if running:
                 pools["max_num_seqs"] = running
                 notes.append(f"decode max-running-requests {running} per attention-DP rank "
-                             f"({disagg_recipes.SGLANG_SPECULATIVE_RUNNING} a worker), from the "
-                             f"launch recipes ({disagg_recipes.SGLANG_SOURCE})")
+                             f"({launch_recipes.SGLANG_SPECULATIVE_RUNNING} a worker), from the "
+                             f"launch recipes ({launch_recipes.SGLANG_SOURCE})")
         elif engine == "mori-sglang" and decode_workers:
-            running = disagg_recipes.mori_decode_running(dpa, ep)
+            running = launch_recipes.mori_decode_running(dpa, ep)
             pools["max_num_seqs"] = running
             notes.append(f"decode max_running_requests {running} per attention-DP rank, from "
-                         f"the launch config ({disagg_recipes.MORI_SOURCE})")
+                         f"the launch config ({launch_recipes.MORI_SOURCE})")
+    if engine == "sglang" and spec == "mtp" and pools["topology"] == "colocated" \
+            and (dpa or 1) == 1:
+        running = launch_recipes.colocated_sglang_running(gpu, precision, isl, osl, conc)
+        if running:
+            pools["max_num_seqs"] = running
+            notes.append(f"max-running-requests {running}, from the launch script "
+                         f"({launch_recipes.COLOCATED_SOURCE})")
     regime = Regime(
         model=model_raw, engine=engine, gpu=gpu,
         weight_dtype=nz.weight_dtype_for_precision(precision, nz.gpu_vendor(gpu)),

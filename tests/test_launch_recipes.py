@@ -1,12 +1,13 @@
 """The decode workers' running limit of InferenceMAX's disaggregated runs, read from their
-launch recipes (anchors/importers/disagg_recipes.py), and what it does to a disaggregated
+launch recipes (anchors/importers/launch_recipes.py), and what it does to a disaggregated
 deployment's TTFT."""
 
 from __future__ import annotations
 
 import pytest
 
-from inferasim.anchors.importers.disagg_recipes import (
+from inferasim.anchors.importers.launch_recipes import (
+    colocated_sglang_running,
     decode_batch,
     mori_decode_running,
     sglang_decode_running,
@@ -53,6 +54,17 @@ def test_a_mori_decode_worker_runs_its_modes_limit():
     assert mori_decode_running(1, 8) == 256      # expert parallel alone
     assert mori_decode_running(None, 1) == 128   # neither
     assert mori_decode_running(1, None) == 128
+
+
+def test_a_single_node_sglang_mtp_server_runs_its_scripts_limit():
+    assert colocated_sglang_running("b200", "fp8", 1024, 1024, 512) == 512
+    assert colocated_sglang_running("b300", "FP8", 1024, 8192, 4) == 512
+    assert colocated_sglang_running("h200", "fp8", 1024, 1024, 64) == 512
+    assert colocated_sglang_running("h200", "fp8", 8192, 1024, 64) == 256
+    assert colocated_sglang_running("mi355x", "fp8", 1024, 1024, 32) == 32   # the clients
+    # a script that passes none (MI355X MXFP4), or one not read (MI325X): SGLang's default
+    assert colocated_sglang_running("mi355x", "fp4", 1024, 1024, 64) is None
+    assert colocated_sglang_running("mi325x", "fp8", 1024, 1024, 64) is None
 
 
 def _row(conc: int, ttft: float, tpot: float, running: int | None) -> AnchorRecord:

@@ -1,5 +1,6 @@
-"""The decode workers' running limit of InferenceMAX's disaggregated runs (Dynamo over
-TensorRT-LLM or SGLang, and AMD's mori-sglang), from their launch recipes.
+"""The running limit InferenceMAX's runs were launched with, from their launch recipes: the
+decode workers' of the disaggregated runs (Dynamo over TensorRT-LLM or SGLang, and AMD's
+mori-sglang), and the single-node SGLang servers' under speculative decoding.
 
 The rows (``benchmarks_flat.csv``) record each pool's workers and layout but not the decode
 workers' ``max_batch_size``. InferenceX sets it per run: its master config
@@ -32,6 +33,10 @@ max-throughput: 67,584), so they take none here.
 AMD's mori-sglang runs read their flags from InferenceX's ``benchmarks/multi_node/amd_utils/
 models.yaml``, which sets the decode workers' ``max_running_requests`` by mode
 (``mori_decode_running``).
+
+The single-node SGLang servers with a draft model read their limit from InferenceX's
+``benchmarks/single_node/fixed_seq_len/dsr1_*_mtp.sh`` (``colocated_sglang_running``);
+without one SGLang would run 48.
 """
 
 from __future__ import annotations
@@ -286,3 +291,31 @@ def mori_decode_running(decode_dpa: int | None, decode_ep: int | None) -> int:
     if ranks > 1:
         return max(1, MORI_RUNNING["dp"] // ranks)
     return MORI_RUNNING["ep_only"] if (decode_ep or 1) > 1 else MORI_RUNNING["no_dp"]
+
+
+#: InferenceX's single-node SGLang DeepSeek-R1 MTP scripts' ``--max-running-requests``, by GPU
+#: and precision: an int, "conc" (the row's clients), a (1k/1k, other shapes) pair, or None
+#: (not passed: SGLang's speculative default of 48 stands).
+COLOCATED_SGLANG_SPECULATIVE = {
+    ("b200", "fp8"): 512,        # dsr1_fp8_b200_mtp.sh @ 8eec0d4
+    ("b200", "fp4"): 512,        # dsr1_fp4_b200_mtp.sh, as its fp8 template
+    ("b300", "fp8"): 512,        # dsr1_fp8_b300_mtp.sh @ 8eec0d4 (the B200 recipe as-is)
+    ("h200", "fp8"): (512, 256),  # dsr1_fp8_h200_mtp.sh @ bdf931e: 512 at 1k/1k, else 256
+    ("mi355x", "fp8"): "conc",   # dsr1_fp8_mi355x_mtp.sh @ 25cbe71: the matrix row's clients
+    ("mi355x", "fp4"): None,     # dsr1_fp4_mi355x_mtp.sh @ f89cdfe passes none
+}
+COLOCATED_SOURCE = ("SemiAnalysisAI/InferenceX benchmarks/single_node/fixed_seq_len/"
+                    "dsr1_<precision>_<gpu>_mtp.sh")
+
+
+def colocated_sglang_running(gpu: str | None, precision: str | None, isl: int, osl: int,
+                             conc: int | None) -> int | None:
+    """The ``--max-running-requests`` an InferenceX single-node SGLang MTP script gave this
+    row's server (one instance, no attention DP), or None where the script passes none or
+    was not read (MI325X): SGLang's speculative default then stands."""
+    limit = COLOCATED_SGLANG_SPECULATIVE.get((gpu or "", (precision or "").lower()))
+    if limit == "conc":
+        return int(conc) if conc else None
+    if isinstance(limit, tuple):
+        return limit[0] if (int(isl), int(osl)) == (1024, 1024) else limit[1]
+    return limit
