@@ -578,6 +578,24 @@ def test_clients_beyond_what_the_kv_pool_holds_wait_for_memory_and_it_is_not_lat
         assert oracle.frontend_latency(512) < 1.0
 
 
+def test_a_queue_for_memory_longer_than_the_pool_bound_explains_is_not_latency(scenario):
+    """The engine's admission sets how long a sweep past the pool queues (SGLang reserves the
+    running requests' remaining output), which the Little's-law bound reads only roughly: a
+    memory-bound anchor's residue stays out of the latency by load, which the anchors within
+    their pool set (the residue of B200 SGLang fp8 MTP 1k/8k c512 once put 90 s on 1k/1k)."""
+    from inferasim.arch.memory import memory_plan
+
+    fits = memory_plan(scenario).kv_pool_tokens // CTX
+    memory_wait = (OSL - 1) * 0.045 * (512 / fits - 1)
+    within = [record(4, 0.011, ttft=0.15), record(64, 0.026, ttft=0.6)]
+    past = record(512, 0.045, ttft=0.3 + 3 * memory_wait)   # twice the bound's wait beyond
+    oracle = CalibratedOracle(scenario, AnchorStore([*within, past]))
+    assert oracle._memory_bound(past) and not any(oracle._memory_bound(r) for r in within)
+    alone = CalibratedOracle(scenario, AnchorStore(within))
+    assert oracle.frontend_latency(512) == pytest.approx(alone.frontend_latency(512), rel=1e-9)
+    assert oracle.frontend_latency(512) < 0.1 * memory_wait
+
+
 def test_frontend_latency_grows_with_the_load_the_anchors_measured_it_at(scenario):
     records = [record(4, 0.011, ttft=0.15), record(16, 0.015, ttft=0.25),
                record(64, 0.026, ttft=0.60)]

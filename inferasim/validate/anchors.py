@@ -418,18 +418,28 @@ def predict(target: Scenario, others: list[AnchorRecord] | AnchorStore, knobs: K
 def predict_closed_form(target: Scenario, others: list[AnchorRecord] | AnchorStore,
                         knobs: Knobs) -> tuple[dict[str, float | None], int, dict]:
     """The closed loop of fixed-length requests in closed form, for loads too wide to replay
-    quickly: every client prefills in one burst (chunked at the engine's batched-token budget)
-    then decodes together at the mean context ``isl + osl / 2``; the loop runs ten rounds as
-    InferenceMAX's ``num_prompts = 10 x concurrency`` does. TTFT is the burst's median, as the
-    replay's is."""
-    from inferasim.cost.calibrated import CalibratedOracle
+    quickly: every client that holds a running slot prefills in one burst (chunked at the
+    engine's batched-token budget) then decodes together at the mean context
+    ``isl + osl / 2``; the loop runs ten rounds as InferenceMAX's ``num_prompts = 10 x
+    concurrency`` does. The slots are the engine's running limit and what the KV pool holds
+    at that context; a client beyond them waits ``slot_wait``. TTFT is the burst's median, as
+    the replay's is, plus that wait."""
+    from inferasim.arch.memory import memory_plan
+    from inferasim.cost.calibrated import CalibratedOracle, with_measured_pool
     from inferasim.cost.oracle import StepBatch
+    from inferasim.cost.ttft_model import slot_wait
 
     if target.topology.kind == "disaggregated":
         return predict_closed_form_disaggregated(target, others, knobs)
     oracle = CalibratedOracle(target, _as_store(others), knobs)
     wl, eng, spec = target.workload, target.engine, oracle.scenario.speculative
-    n = max(1, min(wl.concurrency, eng.max_num_seqs * target.parallel.dp_attention))
+    dp = target.parallel.dp_attention
+    # running at once: the engine's limit, and no more than the pool holds at the mean
+    # resident context (Little's law on the pool, as the calibration reads its anchors:
+    # CalibratedOracle._running_cap); the clients beyond wait for a slot
+    pool = memory_plan(with_measured_pool(target, oracle)).kv_pool_tokens
+    by_memory = max(1, int(pool // (wl.isl + wl.osl / 2.0))) * dp
+    n = max(1, min(wl.concurrency, eng.max_num_seqs * dp, by_memory))
     advance = spec.tokens_per_step
     step = oracle.step(StepBatch(decode_context=np.full(n, wl.isl + wl.osl / 2.0),
                                  width=spec.verify_width)).seconds
@@ -445,8 +455,9 @@ def predict_closed_form(target: Scenario, others: list[AnchorRecord] | AnchorSto
     steps = math.ceil((wl.osl - 1) / advance)
     latency = oracle.frontend_latency(n)  # outside the engine: in each TTFT and the loop
     rnd = latency + burst + steps * step
+    waited = slot_wait(steps * step, wl.concurrency, n)
     pred = {"tput_per_gpu": n * (wl.isl + wl.osl) / rnd / target.gpus_per_instance,
-            "tpot": step / advance, "ttft": latency + float(np.median(ttfts))}
+            "tpot": step / advance, "ttft": latency + float(np.median(ttfts)) + waited}
     return pred, 0, oracle.calibration
 
 
