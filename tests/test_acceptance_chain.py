@@ -10,7 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from inferasim.anchors.acceptance import (
+    OUTPUT_LENGTH_EXPONENT,
     PUBLISHED_FIRST_DRAFT,
+    carry_tokens_per_step,
     per_position,
     read_acceptance,
     resolved,
@@ -34,13 +36,14 @@ MTP = ["model.name=deepseek-r1", "model.weight_dtype=fp8", "gpu.name=mi355x", "p
 
 
 def _record(rid: str, tokens: float, *, model: str = "deepseek-r1", engine: str = "sglang",
-            gpu: str = "mi355x", draft: int | None = None) -> AnchorRecord:
-    """A speculative record whose stream sends one chunk per verify step of ``tokens``."""
+            gpu: str = "mi355x", draft: int | None = None, osl: int = 256) -> AnchorRecord:
+    """A speculative record whose stream sends one chunk per verify step of ``tokens`` (at
+    the MTP scenario's output length unless ``osl`` says otherwise)."""
     return AnchorRecord.from_dict({
         "id": rid, "provenance": {"source": "test"},
         "regime": {"model": model, "engine": engine, "gpu": gpu, "spec_method": "mtp",
                    "weight_dtype": "fp8", **({"draft_tokens": draft} if draft else {})},
-        "workload": {"isl": 1024, "osl": 1024, "concurrency": 16},
+        "workload": {"isl": 1024, "osl": osl, "concurrency": 16},
         "measurements": {"tpot_mean_s": 0.010, "itl_mean_s": 0.010 * tokens}})
 
 
@@ -160,3 +163,59 @@ def test_a_run_of_an_unmeasured_method_is_refused_naming_the_key():
                                    "--set", "speculative.method=eagle3"])
     assert out.exit_code == 2
     assert "speculative.acceptance" in out.output and "Traceback" not in out.output
+
+
+def test_tokens_a_step_emits_grow_with_the_output_length_within_the_width():
+    assert carry_tokens_per_step(2.4, 1024, 8192, 4) == pytest.approx(
+        2.4 * 8 ** OUTPUT_LENGTH_EXPONENT)
+    assert 2.85 < carry_tokens_per_step(2.4, 1024, 8192, 4) < 2.95   # about 1.2x over 8x
+    assert carry_tokens_per_step(2.4, 8192, 1024, 4) < 2.4
+    assert carry_tokens_per_step(3.9, 1024, 65536, 4) == 4.0
+    assert carry_tokens_per_step(1.02, 8192, 16, 4) == 1.0
+    assert carry_tokens_per_step(2.4, None, 8192, 4) == 2.4
+    assert carry_tokens_per_step(2.4, 1024, None, 4) == 2.4
+
+
+def test_an_anchor_of_another_output_length_is_carried_to_the_scenarios():
+    sc = load_scenario(None, [*MTP, "workload.osl=8192"])
+    reading = read_acceptance(sc, [_record("long", 2.4, osl=1024)])
+    assert reading.tokens_per_step == pytest.approx(carry_tokens_per_step(2.4, 1024, 8192, 4),
+                                                    rel=1e-4)
+    # a trace's text is not random: no carry
+    plain = [o for o in MTP if not o.startswith(("workload.isl", "workload.osl", "workload.format"))]
+    trace = load_scenario(None, [*plain, "workload.format=synthetic"])
+    assert read_acceptance(trace, [_record("long", 2.4, osl=1024)]).tokens_per_step == \
+        pytest.approx(2.4, rel=1e-4)
+
+
+def test_a_stated_acceptance_read_at_one_length_is_carried_to_another():
+    stated = [*MTP, "speculative.acceptance=0.6", "speculative.acceptance_osl=1024"]
+    at_1k = load_scenario(None, [*stated, "workload.osl=1024"])
+    at_8k = load_scenario(None, [*stated, "workload.osl=8192"])
+    assert with_acceptance(at_1k, [])[0] is at_1k
+    out, reading = with_acceptance(at_8k, [])
+    tokens = carry_tokens_per_step(at_1k.speculative.tokens_per_step, 1024, 8192, 4)
+    assert out.speculative.tokens_per_step == pytest.approx(tokens, rel=1e-4)
+    assert out.speculative.acceptance_osl == 8192
+    assert with_acceptance(out, [])[0].speculative == out.speculative   # resolved once
+
+
+def test_the_calibration_reads_each_anchor_at_its_own_lengths_tokens_a_step():
+    """Two anchors of one regime at 1k/1k and 1k/8k whose steps take the same time, their
+    TPOT apart by the tokens a step emits at each length, read as the same step."""
+    sc = load_scenario(None, [*MTP, "workload.osl=1024", "speculative.acceptance=0.6",
+                              "speculative.acceptance_osl=1024"])
+    step = 0.024
+    at = {osl: carry_tokens_per_step(sc.speculative.tokens_per_step, 1024, osl, 4)
+          for osl in (1024, 8192)}
+
+    def row(osl: int) -> AnchorRecord:
+        return AnchorRecord.from_dict({
+            "id": f"t-{osl}", "provenance": {"source": "test"},
+            "regime": {"model": "deepseek-r1", "engine": "sglang", "gpu": "mi355x",
+                       "spec_method": "mtp", "weight_dtype": "fp8", "tp": 8},
+            "workload": {"isl": 1024, "osl": osl, "concurrency": 4},
+            "measurements": {"tpot_mean_s": step / at[osl]}})
+    oracle = CalibratedOracle(sc, AnchorStore([row(1024), row(8192)]))
+    steps = sorted(p.measured_s for p in oracle.points)
+    assert steps == pytest.approx([step, step], rel=1e-6)

@@ -13,9 +13,10 @@ it runs on. So the chain crosses part and engine before it crosses the model:
 5. the method's published figure for its first draft (``PUBLISHED_FIRST_DRAFT``).
 
 An anchor's acceptance is what its verify steps emitted (its client's accept length, or its
-stream where one chunk carries one step: ``AnchorRecord.accept_length``), read per draft
-position at its own draft depth and carried to the target's depth at that rate. A level's
-figure is the median over its anchors.
+stream where one chunk carries one step: ``AnchorRecord.accept_length``), carried from the
+anchor's output length to the target's (``carry_tokens_per_step``), read per draft position at
+its own draft depth and carried to the target's depth at that rate. A level's figure is the
+median over its anchors.
 """
 
 from __future__ import annotations
@@ -40,6 +41,37 @@ from inferasim.config.scenario import SpeculativeSpec
 PUBLISHED_FIRST_DRAFT = {"mtp": 0.85}
 
 LEVELS = ("scenario", "regime", "model and method", "method", "published")
+
+#: How the tokens a verify step emits grow with the output length on a random-prompt
+#: benchmark: ``tokens(L2) = tokens(L1) x (L2 / L1) ** k``. Fitted to one data set, the
+#: InferenceMAX history (``benchmarks_history_flat.csv``): on each speculative family with 1k/1k
+#: and 1k/8k rows of the same run date and clients, the 1k/8k TPOT over the 1k/1k one, divided
+#: by the same ratio of its plain-decoding sibling (0.98-1.03: the context barely moves a
+#: step), is 0.72-0.88 over nine colocated families, median 0.83 (SGLang, TensorRT-LLM and
+#: ATOM on B200, H200 and MI355X alike): a step emits 1.2x the tokens over an 8x longer
+#: output, k = ln(1.2) / ln(8). Leaving any one family out moves the median within
+#: 0.82-0.84. Generated text on random prompts turns repetitive as it goes, which the draft
+#: predicts; whether real text does is not measured here, so the carry applies to random
+#: prompts only (docs/anchors.md, "Acceptance grows with the output length").
+OUTPUT_LENGTH_EXPONENT = 0.088
+
+
+def carry_tokens_per_step(tokens: float, from_osl: float | None, to_osl: float | None,
+                          width: int) -> float:
+    """``tokens`` a verify step emitted over outputs of ``from_osl``, carried to outputs of
+    ``to_osl`` (``OUTPUT_LENGTH_EXPONENT``), within 1 and the verify ``width``; unchanged where
+    either length is unknown."""
+    if not from_osl or not to_osl or from_osl == to_osl:
+        return tokens
+    carried = tokens * (float(to_osl) / float(from_osl)) ** OUTPUT_LENGTH_EXPONENT
+    return min(max(carried, 1.0), float(width))
+
+
+def target_osl(scenario) -> int | None:
+    """The output length a scenario's acceptance is carried to: its random prompts' OSL;
+    None for a trace, synthetic sessions or agentic lanes (their text is not random)."""
+    wl = scenario.workload
+    return int(wl.osl) if wl.format == "random" and wl.osl else None
 
 
 @attrs.frozen
@@ -99,7 +131,13 @@ def read_acceptance(scenario, records) -> AcceptanceReading | None:
     spec = scenario.speculative
     if spec.method == "none":
         return None
+    osl = target_osl(scenario)
     if spec.acceptance is not None:  # the scenario's, or resolved already
+        if spec.acceptance_osl and osl and spec.acceptance_osl != osl:
+            tokens = carry_tokens_per_step(spec.tokens_per_step, spec.acceptance_osl, osl,
+                                           spec.verify_width)
+            return AcceptanceReading("scenario", per_position(tokens, spec.draft_tokens),
+                                     tokens)
         return spec._reading or AcceptanceReading("scenario", spec.acceptance,
                                                    spec.tokens_per_step)
     measured = _measured(records, nz.spec_method(spec.method))
@@ -107,8 +145,11 @@ def read_acceptance(scenario, records) -> AcceptanceReading | None:
         found = _level_records(level, measured, scenario)
         if not found:
             continue
-        rates = [per_position(r.accept_length, r.regime.draft_tokens or DEFAULT_DRAFT_TOKENS)
-                 for r in found]
+        rates = []
+        for r in found:
+            depth = r.regime.draft_tokens or DEFAULT_DRAFT_TOKENS
+            tokens = carry_tokens_per_step(r.accept_length, r.workload.osl, osl, depth + 1)
+            rates.append(per_position(tokens, depth))
         rate = float(np.median(rates))
         regimes = sorted({f"{r.regime.model} {r.regime.engine} {r.regime.gpu}" for r in found})
         return AcceptanceReading(level, rate, attrs.evolve(spec, acceptance=rate).tokens_per_step,
@@ -125,10 +166,11 @@ def read_acceptance(scenario, records) -> AcceptanceReading | None:
 def with_acceptance(scenario, records) -> tuple[Any, AcceptanceReading | None]:
     """``scenario`` with its acceptance resolved (``read_acceptance``), and the reading."""
     reading = read_acceptance(scenario, records)
-    if reading is None or scenario.speculative.acceptance is not None:
+    spec = scenario.speculative
+    if reading is None or (spec.acceptance is not None and reading.acceptance == spec.acceptance):
         return scenario, reading
-    spec = attrs.evolve(scenario.speculative, acceptance=round(reading.acceptance, 6),
-                        reading=reading)
+    spec = attrs.evolve(spec, acceptance=round(reading.acceptance, 6), reading=reading,
+                        acceptance_osl=target_osl(scenario) or spec.acceptance_osl)
     return attrs.evolve(scenario, speculative=spec), reading
 
 

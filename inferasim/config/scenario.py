@@ -223,6 +223,10 @@ class SpeculativeSpec:
     # variation of their TPOT, at this workload's output length (0: every request accepts
     # alike). Each request draws one rate for its decode, within 1 and the verify width.
     acceptance_cv: float = attrs.field(default=0.0, metadata=between(0.0, 1.0))
+    # The output length a stated acceptance was read at: on a random-prompt workload of
+    # another output length the tokens a verify step emits are carried to it
+    # (anchors.acceptance.OUTPUT_LENGTH_EXPONENT). None: the acceptance holds at any length.
+    acceptance_osl: int | None = attrs.field(default=None, metadata=at_least(1))
     # Where a resolved acceptance came from (anchors.acceptance.AcceptanceReading). Not a
     # setting: left out of equality and of the resolved YAML.
     _reading: Any = attrs.field(default=None, eq=False, hash=False, repr=False)

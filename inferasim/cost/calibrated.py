@@ -67,7 +67,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from inferasim.anchors.acceptance import with_acceptance
+from inferasim.anchors.acceptance import carry_tokens_per_step, target_osl, with_acceptance
 from inferasim.arch.memory import model_memory_plan
 from inferasim.config.errors import ConfigError
 from inferasim.config.knobs import Knobs
@@ -126,6 +126,9 @@ class CalibratedOracle:
         self.width = scenario.speculative.verify_width
         spec = scenario.speculative
         self._advance = spec.tokens_per_step
+        # the output length that rate stands for (an anchor of another length emitted more or
+        # fewer tokens a step: anchors/acceptance.OUTPUT_LENGTH_EXPONENT)
+        self._advance_osl = spec.acceptance_osl or target_osl(scenario)
         # Where the anchors give no trend of their own, a speculative regime's ratio carries
         # the one every measured speculative sweep shows (SPEC_RATIO_BATCH_EXPONENT).
         self._prior_slope = SPEC_RATIO_BATCH_EXPONENT if spec.method != "none" else 0.0
@@ -491,11 +494,13 @@ class CalibratedOracle:
                 # (docs/anchors.md: taking them out there moved two MTP groups the wrong way).
                 measured -= self._modelled_stall(record, measured, batch)
             if spec_target or (reg.spec_method not in (None, "none")):
-                # Mean TPOT is seconds per emitted token; a verify step emits accept_length.
+                # Mean TPOT is seconds per emitted token; a verify step emits accept_length,
+                # else the target's tokens a step carried to the anchor's output length.
                 own = record.accept_length
                 if own:
                     accepted.append(own)
-                measured *= own or self._advance
+                measured *= own or carry_tokens_per_step(
+                    self._advance, self._advance_osl, w.osl, self.width)
             points.append(AnchorPoint(record.id, batch, w.isl + w.osl / 2.0, measured, key))
         return skipped_open, kv_assumed, accepted
 

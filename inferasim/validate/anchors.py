@@ -350,11 +350,16 @@ def _with_measured_acceptance(target: Scenario, others: list[AnchorRecord]) -> S
     """A speculative target's acceptance set to the tokens per step its group's other anchors
     emitted (their mean), and its spread between requests to theirs, where their streams show
     them; the held-out point's own are not read. Without them the scenario's stand."""
+    from inferasim.anchors.acceptance import carry_tokens_per_step
+
     spec = target.speculative
-    lengths = [r.accept_length for r in others if r.accept_length is not None]
+    osl = int(target.workload.osl)
+    # each carried from its own output length to the target's (OUTPUT_LENGTH_EXPONENT)
+    lengths = [carry_tokens_per_step(r.accept_length, r.workload.osl, osl, spec.verify_width)
+               for r in others if r.accept_length is not None]
     if spec.method == "none" or not lengths:
         return target
-    spec = spec.with_tokens_per_step(float(np.mean(lengths)))
+    spec = attrs.evolve(spec.with_tokens_per_step(float(np.mean(lengths))), acceptance_osl=osl)
     spreads = [r.accept_spread for r in others if r.accept_spread is not None]
     if spreads:
         spec = attrs.evolve(spec, acceptance_cv=min(1.0, float(np.mean(spreads))))
