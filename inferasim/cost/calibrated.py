@@ -664,10 +664,15 @@ class CalibratedOracle:
         never ran."""
         limit = record.regime.max_num_seqs or self.scenario.engine.max_num_seqs
         dp = oracle.scenario.parallel.dp_attention
+        by_memory = self._held_by_memory(record)
+        return max(1, min(int(limit), int(limit) if by_memory is None else by_memory)) * dp
+
+    def _held_by_memory(self, record) -> int | None:
+        """Requests one scheduler's KV pool holds at the anchor's mean resident context
+        (``ISL + OSL / 2``); None where that context is empty."""
         w = record.workload
         resident = w.isl + w.osl / 2.0
-        by_memory = int(self._pool_tokens(record) // resident) if resident > 0 else limit
-        return max(1, min(int(limit), by_memory)) * dp
+        return int(self._pool_tokens(record) // resident) if resident > 0 else None
 
     def _memory_bound(self, record) -> bool:
         """More clients than the anchor's KV pool holds at their mean resident context: its
@@ -679,11 +684,9 @@ class CalibratedOracle:
         if record.regime.disaggregated or not record.workload.concurrency:
             return False
         oracle, _ = self._anchor_oracle(record)
-        w = record.workload
-        resident = w.isl + w.osl / 2.0
-        held = int(self._pool_tokens(record) // resident) if resident > 0 else 0
-        held *= oracle.scenario.parallel.dp_attention * (record.regime.replicas or 1)
-        return 0 < held < int(w.concurrency)
+        held = (self._held_by_memory(record) or 0) * oracle.scenario.parallel.dp_attention \
+            * (record.regime.replicas or 1)
+        return 0 < held < int(record.workload.concurrency)
 
     def _pool_tokens(self, record) -> int:
         """KV pool tokens of one scheduler of the anchor's deployment (each attention-DP rank
