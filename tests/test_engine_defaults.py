@@ -78,3 +78,8 @@ def test_sglang_max_running_requests_follows_its_pool():
     mtp = load_scenario(None, [*R1, "gpu.name=mi355x", "speculative.method=mtp",
                                "speculative.draft_tokens=1"]).engine
     assert mtp.max_num_seqs == 48
+    # the server's 48, divided among attention-DP ranks as a value the user sets would be
+    ranks = load_scenario(None, [*R1, "gpu.name=mi355x", "speculative.method=mtp",
+                                 "speculative.draft_tokens=1", "parallel.ep=8",
+                                 "parallel.dp_attention=8"]).engine
+    assert ranks.max_num_seqs == 6

@@ -93,7 +93,10 @@ def derived_defaults(scenario, set_keys) -> dict[str, float | int]:
     out: dict[str, float | int] = {}
     speculative = scenario.speculative.method != "none"
     if speculative and "max_num_seqs" not in set_keys and eng.speculative_max_num_seqs:
-        out["max_num_seqs"] = eng.speculative_max_num_seqs
+        # a whole server's limit, which SGLang divides among its attention-DP ranks as it
+        # does a value the user sets (engines.md 1.2); max_num_seqs is a rank's
+        out["max_num_seqs"] = max(1, eng.speculative_max_num_seqs
+                                  // max(1, scenario.parallel.dp_attention))
     if eng.memory_rule == "vllm-profile" and "mem_fraction" not in set_keys:
         # gpu_memory_utilization's default follows the release (engines.md 1.1)
         from inferasim.arch.engine_memory import vllm_gpu_memory_utilization
