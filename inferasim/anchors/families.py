@@ -145,12 +145,11 @@ def scenario_text(family: Family, rows: list[AnchorRecord], source: str) -> tupl
         "description": f"InferenceMAX DeepSeek-R1 {family.label}",
         "model": {"name": model, "weight_dtype": family.weight_dtype},
         "gpu": {"name": family.gpu},
-        "engine": {"name": engine, **({"version": tag} if tag else {}),
-                   **({"max_num_seqs": int(limit)} if limit and not family.disaggregated
-                      else {})},
+        "engine": {"name": engine, **({"version": tag} if tag else {})},
         "parallel": {"tp": tp, "ep": ep or 1, "dp_attention": dpa or 1},
     }
     if limit and not family.disaggregated:
+        data["engine"]["max_num_seqs"] = int(limit)
         lines.append("# engine.max_num_seqs: the server's running limit at that load, from its "
                      "launch script (anchors/importers/launch_recipes.py).")
     if family.spec != "none":

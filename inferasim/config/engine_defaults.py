@@ -79,6 +79,12 @@ def sglang_mem_fraction(*, gpu_bytes: float, vendor: str, tp: int, dp_attention:
     return fraction
 
 
+def sglang_running_per_rank(server_limit: int, ranks: int | None) -> int:
+    """A ``--max-running-requests`` given to (or defaulted for) a whole SGLang server, as each
+    attention-DP rank runs it: SGLang divides the value among its ranks (engines.md 1.2)."""
+    return max(1, int(server_limit) // max(1, int(ranks or 1)))
+
+
 def sglang_max_running_requests(pool_tokens: int, context_len: int) -> int:
     """SGLang's default max_running_requests per scheduler (engines.md 1.2): its request pool,
     ``pool / context x 512`` clamped to 2048..4096, at most half the KV pool's tokens."""
@@ -93,10 +99,10 @@ def derived_defaults(scenario, set_keys) -> dict[str, float | int]:
     out: dict[str, float | int] = {}
     speculative = scenario.speculative.method != "none"
     if speculative and "max_num_seqs" not in set_keys and eng.speculative_max_num_seqs:
-        # a whole server's limit, which SGLang divides among its attention-DP ranks as it
-        # does a value the user sets (engines.md 1.2); max_num_seqs is a rank's
-        out["max_num_seqs"] = max(1, eng.speculative_max_num_seqs
-                                  // max(1, scenario.parallel.dp_attention))
+        # a whole server's limit, divided among its attention-DP ranks as a value the user
+        # sets is; max_num_seqs is a rank's
+        out["max_num_seqs"] = sglang_running_per_rank(eng.speculative_max_num_seqs,
+                                                      scenario.parallel.dp_attention)
     if eng.memory_rule == "vllm-profile" and "mem_fraction" not in set_keys:
         # gpu_memory_utilization's default follows the release (engines.md 1.1)
         from inferasim.arch.engine_memory import vllm_gpu_memory_utilization

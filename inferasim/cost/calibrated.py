@@ -85,6 +85,7 @@ from inferasim.cost.ttft_model import (
     fit_ttft,
     latency_at,
     latency_at_load,
+    requests_held,
     slot_wait,
 )
 
@@ -671,8 +672,7 @@ class CalibratedOracle:
         """Requests one scheduler's KV pool holds at the anchor's mean resident context
         (``ISL + OSL / 2``); None where that context is empty."""
         w = record.workload
-        resident = w.isl + w.osl / 2.0
-        return int(self._pool_tokens(record) // resident) if resident > 0 else None
+        return requests_held(self._pool_tokens(record), w.isl, w.osl)
 
     def _memory_bound(self, record) -> bool:
         """More clients than the anchor's KV pool holds at their mean resident context: its

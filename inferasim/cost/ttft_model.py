@@ -40,6 +40,13 @@ class TtftRow:
         return self.ttft - self.wait - self.sojourn(slope, latency, overhead)
 
 
+def requests_held(pool_tokens: float, isl: float, osl: float) -> int | None:
+    """Closed-loop requests of ``isl``/``osl`` a KV pool holds at once, by Little's law at
+    their mean resident context ``isl + osl / 2``; None where that context is empty."""
+    resident = isl + osl / 2.0
+    return int(pool_tokens // resident) if resident > 0 else None
+
+
 def slot_wait(decode_s: float, clients: float, slots: float) -> float:
     """A first token's wait for a running slot when ``clients`` closed-loop clients share
     ``slots``: every slot turns over once a decode, so each client's round takes

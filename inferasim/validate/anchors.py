@@ -432,7 +432,7 @@ def predict_closed_form(target: Scenario, others: list[AnchorRecord] | AnchorSto
     from inferasim.arch.memory import memory_plan
     from inferasim.cost.calibrated import CalibratedOracle, with_measured_pool
     from inferasim.cost.oracle import StepBatch
-    from inferasim.cost.ttft_model import slot_wait
+    from inferasim.cost.ttft_model import requests_held, slot_wait
 
     if target.topology.kind == "disaggregated":
         return predict_closed_form_disaggregated(target, others, knobs)
@@ -443,7 +443,7 @@ def predict_closed_form(target: Scenario, others: list[AnchorRecord] | AnchorSto
     # resident context (Little's law on the pool, as the calibration reads its anchors:
     # CalibratedOracle._running_cap); the clients beyond wait for a slot
     pool = memory_plan(with_measured_pool(target, oracle)).kv_pool_tokens
-    by_memory = max(1, int(pool // (wl.isl + wl.osl / 2.0))) * dp
+    by_memory = max(1, requests_held(pool, wl.isl, wl.osl) or 1) * dp
     n = max(1, min(wl.concurrency, eng.max_num_seqs * dp, by_memory))
     advance = spec.tokens_per_step
     step = oracle.step(StepBatch(decode_context=np.full(n, wl.isl + wl.osl / 2.0),

@@ -146,33 +146,13 @@ def row_to_record(row: Mapping[str, Any], *, file: str) -> AnchorRecord:
                  "decode_workers": decode_workers}
         if conc and decode_workers:
             decode_batch = conc / decode_workers  # each decode worker's share of the clients
-        if engine == "dynamo-trt":
-            running = launch_recipes.decode_batch(
-                gpu, precision, isl, osl, spec, conc, prefill_workers, decode_workers, tp,
-                (dpa or 1) > 1)
-            if running:
-                pools["max_num_seqs"] = running
-                notes.append(f"decode max_batch_size {running} per attention-DP rank, from the "
-                             f"launch recipe ({launch_recipes.SOURCE})")
-        elif engine == "dynamo-sglang":
-            running = launch_recipes.sglang_decode_running(spec, dpa)
-            if running:
-                pools["max_num_seqs"] = running
-                notes.append(f"decode max-running-requests {running} per attention-DP rank "
-                             f"({launch_recipes.SGLANG_SPECULATIVE_RUNNING} a worker), from the "
-                             f"launch recipes ({launch_recipes.SGLANG_SOURCE})")
-        elif engine == "mori-sglang" and decode_workers:
-            running = launch_recipes.mori_decode_running(dpa, ep)
-            pools["max_num_seqs"] = running
-            notes.append(f"decode max_running_requests {running} per attention-DP rank, from "
-                         f"the launch config ({launch_recipes.MORI_SOURCE})")
-    if engine == "sglang" and spec == "mtp" and pools["topology"] == "colocated" \
-            and (dpa or 1) == 1:
-        running = launch_recipes.colocated_sglang_running(gpu, precision, isl, osl, conc)
-        if running:
-            pools["max_num_seqs"] = running
-            notes.append(f"max-running-requests {running}, from the launch script "
-                         f"({launch_recipes.COLOCATED_SOURCE})")
+    limit = launch_recipes.running_limit(
+        engine, pools["topology"] == "disaggregated", gpu=gpu, precision=precision, isl=isl,
+        osl=osl, spec=spec, conc=conc, tp=tp, ep=ep, dpa=dpa,
+        prefill_workers=pools.get("prefill_workers"), decode_workers=pools.get("decode_workers"))
+    if limit:
+        pools["max_num_seqs"], note = limit
+        notes.append(note)
     regime = Regime(
         model=model_raw, engine=engine, gpu=gpu,
         weight_dtype=nz.weight_dtype_for_precision(precision, nz.gpu_vendor(gpu)),

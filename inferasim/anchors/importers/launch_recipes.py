@@ -41,6 +41,8 @@ without one SGLang would run 48.
 
 from __future__ import annotations
 
+from inferasim.config.engine_defaults import sglang_running_per_rank
+
 #: gpu, precision, ISL, OSL, speculative method, prefill workers, decode workers, decode TP,
 #: decode attention (dpa: attention-DP ranks, tp: tensor parallel), max_batch_size, clients.
 RECIPES = """
@@ -270,7 +272,7 @@ def sglang_decode_running(spec: str | None, decode_dpa: int | None) -> int | Non
     value; None for plain decoding (SGLang's own default stands)."""
     if spec != "mtp":
         return None
-    return max(1, SGLANG_SPECULATIVE_RUNNING // max(1, int(decode_dpa or 1)))
+    return sglang_running_per_rank(SGLANG_SPECULATIVE_RUNNING, decode_dpa)
 
 
 #: mori-sglang decode workers' ``max_running_requests`` (whole worker) by the mode its launch
@@ -287,9 +289,8 @@ def mori_decode_running(decode_dpa: int | None, decode_ep: int | None) -> int:
     neither. An earlier version of the file (@ e67ca48) set 8,192 and 256 (no EP-only mode), so
     no row's clients bind at either; what the config changes is that a speculative worker is
     not held to SGLang's default of 48."""
-    ranks = max(1, int(decode_dpa or 1))
-    if ranks > 1:
-        return max(1, MORI_RUNNING["dp"] // ranks)
+    if (decode_dpa or 1) > 1:
+        return sglang_running_per_rank(MORI_RUNNING["dp"], decode_dpa)
     return MORI_RUNNING["ep_only"] if (decode_ep or 1) > 1 else MORI_RUNNING["no_dp"]
 
 
@@ -319,3 +320,32 @@ def colocated_sglang_running(gpu: str | None, precision: str | None, isl: int, o
     if isinstance(limit, tuple):
         return limit[0] if (int(isl), int(osl)) == (1024, 1024) else limit[1]
     return limit
+
+
+def running_limit(engine: str | None, disaggregated: bool, *, gpu: str | None,
+                  precision: str | None, isl: int, osl: int, spec: str | None,
+                  conc: int | None, tp: int | None, ep: int | None, dpa: int | None,
+                  prefill_workers: int | None, decode_workers: int | None
+                  ) -> tuple[int, str] | None:
+    """The running limit (per attention-DP rank; the decode workers' where the row is
+    disaggregated) an InferenceMAX row's launch recipe set, with the note that says where it
+    came from; None where no recipe read here sets one."""
+    if disaggregated and engine == "dynamo-trt":
+        running = decode_batch(gpu, precision, isl, osl, spec, conc, prefill_workers,
+                               decode_workers, tp, (dpa or 1) > 1)
+        note = f"decode max_batch_size {{}} per attention-DP rank, from the launch recipe ({SOURCE})"
+    elif disaggregated and engine == "dynamo-sglang":
+        running = sglang_decode_running(spec, dpa)
+        note = (f"decode max-running-requests {{}} per attention-DP rank "
+                f"({SGLANG_SPECULATIVE_RUNNING} a worker), from the launch recipes "
+                f"({SGLANG_SOURCE})")
+    elif disaggregated and engine == "mori-sglang" and decode_workers:
+        running = mori_decode_running(dpa, ep)
+        note = ("decode max_running_requests {} per attention-DP rank, from the launch "
+                f"config ({MORI_SOURCE})")
+    elif not disaggregated and engine == "sglang" and spec == "mtp" and (dpa or 1) == 1:
+        running = colocated_sglang_running(gpu, precision, isl, osl, conc)
+        note = f"max-running-requests {{}}, from the launch script ({COLOCATED_SOURCE})"
+    else:
+        return None
+    return (running, note.format(running)) if running else None
