@@ -320,3 +320,28 @@ def test_one_agentic_lane_without_its_hit_rate_is_a_prior(target):
                                               decode_batch=0.8))
     assert not lone.prompt_share_unknown
     assert AnchorStore([lone]).for_target(target).prior_level == "part and engine"
+
+
+def test_a_prefill_fit_held_at_its_bound_is_no_reading_of_the_prior():
+    """A regime whose prefill slope the fit pinned at PREFILL_SLOPE_LIMITS did not describe its
+    TTFT (the vLLM H200 Qwen3.5 grid: 8.0, its 1k prompts 4.5 s at four clients); pooled, it
+    had put half its bound into every other model's prefill on that part."""
+    from types import SimpleNamespace
+
+    from inferasim.cost.prior import PooledPrior, reading
+    from inferasim.cost.ttft_model import PREFILL_SLOPE_LIMITS
+
+    anchor = record("glm-5", 4, 0.01)
+
+    def read(slope: float):
+        oracle = SimpleNamespace(calibrated=True, decode_table=lambda: {4: 2.0},
+                                 prefill_slope=slope, calibration={"prefill": "calibrated"},
+                                 prefill_step_overhead_s=0.0, points=[anchor])
+        return reading("r", anchor, oracle)
+
+    lo, hi = PREFILL_SLOPE_LIMITS
+    assert read(hi).prefill_slope is None and read(lo).prefill_slope is None
+    assert read(2.5).prefill_slope == 2.5
+    pooled = PooledPrior("part and engine", [read(2.5), read(hi)])
+    assert pooled.prefill_slope == 2.5 and pooled.prefill_calibrated
+    assert not PooledPrior("part and engine", [read(hi)]).prefill_calibrated

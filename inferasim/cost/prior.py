@@ -28,6 +28,8 @@ from typing import Any
 import attrs
 import numpy as np
 
+from inferasim.cost.ttft_model import PREFILL_SLOPE_LIMITS
+
 
 @attrs.frozen
 class RegimeReading:
@@ -64,6 +66,11 @@ def reading(label: str, record, oracle) -> RegimeReading | None:
     table = oracle.decode_table()
     level = table[min(table)]
     slope = oracle.prefill_slope if oracle.calibration["prefill"] == "calibrated" else None
+    lo, hi = PREFILL_SLOPE_LIMITS
+    if slope is not None and not lo * 1.01 < slope < hi / 1.01:
+        # a fit held at its bound is no reading of the prefill: the TTFT model did not
+        # describe that regime (docs/anchors.md, "A prior per part and engine")
+        slope = None
     reg, prov = record.regime, record.provenance
     return RegimeReading(label, reg.model or "?", len(oracle.points), level,
                          (min(table), max(table)), slope, oracle.prefill_step_overhead_s,
