@@ -191,6 +191,11 @@ def test_search_cli_refuses_bad_input_clearly(tmp_path):
                               "--out", str(tmp_path / "o")])
     assert res.exit_code != 0 and "--price mi355x=USD" in res.output
     assert not (tmp_path / "o").exists()
+    # a --space key no scenario has is named in the refusal, not only the loader's list
+    res = runner.invoke(cli, ["search", "--gpus", "2", "--space", "engine.bogus=1",
+                              "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2 and "engine.bogus: unknown key" in res.output
+    assert "Traceback" not in res.output and not (tmp_path / "o").exists()
 
 
 IMAX = __import__("pathlib").Path(__file__).resolve().parents[2] / "shared" / "data" / \

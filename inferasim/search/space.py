@@ -276,6 +276,11 @@ class DeploymentResolver:
         return resolve(data, origins, str(self.path.resolve()))
 
 
+def _reason(exc: ConfigError) -> str:
+    """A refused deployment's reason with the key it names (an unknown --space key)."""
+    return f"{exc.key}: {exc.message}" if exc.key else exc.message
+
+
 def build_space(resolver: DeploymentResolver, gpus: int,
                 narrow: Sequence[tuple[str, list[str]]]) -> Space:
     """Resolve every deployment (a bad one is refused with the loader's reason, not fatal)
@@ -300,17 +305,17 @@ def build_space(resolver: DeploymentResolver, gpus: int,
                 resolver(layout + (("topology.kind", "colocated"), ("topology.instances", "1")))
                 probed[layout] = None
             except ConfigError as exc:
-                probed[layout] = exc.message
+                probed[layout] = _reason(exc)
                 refused.append((Deployment(layout, "colocated", 1).label.rsplit(" 1x", 1)[0]
                                 + " " + " ".join(f"{k}={v}" for k, v in layout
                                                  if k.startswith("speculative.")),
-                                exc.message))
+                                probed[layout]))
         if probed[layout] is not None:
             continue
         try:
             scenario = resolver(dep.overrides)
         except ConfigError as exc:
-            refused.append((dep.label, exc.message))
+            refused.append((dep.label, _reason(exc)))
             continue
         if scenario.total_gpus > gpus:
             refused.append((dep.label, f"{scenario.total_gpus} GPUs exceed the budget of {gpus}"))
