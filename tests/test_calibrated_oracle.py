@@ -15,13 +15,9 @@ from inferasim.anchors.store import AnchorStore
 from inferasim.config.catalog import REPO_ROOT
 from inferasim.config.knobs import Knobs
 from inferasim.config.loader import load_scenario
-from inferasim.cost.calibrated import (
-    CalibratedOracle,
-    _analytic_prefill_seconds,
-    _prefill_beside_decodes,
-    oracle_for,
-)
+from inferasim.cost.calibrated import CalibratedOracle, oracle_for
 from inferasim.cost.oracle import AnalyticOracle, StepBatch
+from inferasim.cost.prefill_reading import _analytic_prefill_seconds, _prefill_beside_decodes
 from inferasim.cost.ttft_model import (
     LATENCY_EXPONENT_MAX,
     LATENCY_LOAD_EXPONENT,
@@ -795,7 +791,7 @@ def test_one_concurrency_holds_the_ratio_but_a_speculative_target_carries_the_mt
     """Anchors at a single concurrency give no trend: a plain target holds their ratio at every
     batch, an MTP target carries SPEC_RATIO_BATCH_EXPONENT (every measured MTP sweep's ratio
     grows with the batch), bounded like any carried trend."""
-    from inferasim.cost.calibrated import SPEC_RATIO_BATCH_EXPONENT
+    from inferasim.cost.decode_ratios import SPEC_RATIO_BATCH_EXPONENT
     from inferasim.cost.ratio_table import EXTRAPOLATION_LIMIT
 
     plain = CalibratedOracle(scenario, AnchorStore([record(16, 0.015)]))
