@@ -401,6 +401,10 @@ def test_the_markdown_table_carries_every_rung_the_cliffs_and_the_scores():
     lines = result.stdout.splitlines()
     assert lines[0].startswith("| ladder | conc |") and lines[1].startswith("|---|")
     assert lines[2].startswith("| minimax-m2.5 fp4 1xmi355x vllm 0.22.0 | 8 | 0.956 / ")
+    # the replay's prompt tokens at admission, GPU / host tier / computed, beside the counter
+    assert "GPU / host / miss sim" in lines[0]
+    shares = [float(x) for x in lines[2].split(" | ")[3].split("/")]
+    assert len(shares) == 3 and shares[1] == 0.0 and abs(sum(shares) - 1.0) < 0.02
     assert any(ln.startswith("- cliff, minimax-m2.5 fp4") for ln in lines)
     assert lines[-1].startswith("- outputs matched to the measured runs: minimax-m2.5 fp4")
     assert lines[-2] == ("- priced with `--hold-out ladder`, each figure the median over "

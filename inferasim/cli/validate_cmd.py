@@ -25,17 +25,20 @@ def _fmt(value: float, kind: str) -> str:
     return f"{value:.3f}" if kind == "hit" else f"{value:.1f}" if kind == "tok" else f"{value:.2f}"
 
 
+def _shares(r) -> str:
+    """The replay's prompt tokens at first admission: GPU hits / host-tier hits / computed."""
+    return "/".join(f"{r[k]:.2f}" for k in ("simulated_first_admission_hit_rate",
+                                            "simulated_host_hit_rate", "simulated_miss_rate"))
+
+
 def _table(rows) -> str:
     head = ["ladder", "conc", "hit meas", "hit sim", "GPU/host/miss sim", "out tok/s meas",
             "sim", "in tok/s meas", "sim", "TTFT mean meas", "sim", "TTFT p90 meas", "sim"]
     lines = [head]
     for r in rows:
-        parts = "/".join(f"{r[k]:.2f}" for k in ("simulated_first_admission_hit_rate",
-                                                  "simulated_host_hit_rate",
-                                                  "simulated_miss_rate"))
         lines.append([r["ladder"], str(r["concurrency"]),
                       _fmt(r["measured_prefix_hit_rate"], "hit"),
-                      _fmt(r["simulated_prefix_hit_rate"], "hit"), parts,
+                      _fmt(r["simulated_prefix_hit_rate"], "hit"), _shares(r),
                       _fmt(r["measured_output_tok_s"], "tok"),
                       _fmt(r["simulated_output_tok_s"], "tok"),
                       _fmt(r["measured_input_tok_s"], "kilo"),
@@ -227,13 +230,14 @@ def _outputs_line(scales) -> str:
 
 def _markdown(rows, cliffs, scores, hold_out: str, seeds: list[int | None], scales) -> str:
     """The table, cliffs and scores as Markdown, each rung measured beside simulated."""
-    lines = ["| ladder | conc | hit meas / sim | out tok/s meas / sim | in tok/s meas / sim "
-             "| TTFT mean meas / sim (s) |", "|---|---:|---|---|---|---|"]
+    lines = ["| ladder | conc | hit meas / sim | GPU / host / miss sim | out tok/s meas / sim "
+             "| in tok/s meas / sim | TTFT mean meas / sim (s) |", "|---|---:|---|---|---|---|---|"]
     def pair(r, metric: str, kind: str) -> str:
         return f"{_fmt(r[f'measured_{metric}'], kind)} / {_fmt(r[f'simulated_{metric}'], kind)}"
 
     for r in rows:
         lines.append(f"| {r['ladder']} | {r['concurrency']} | {pair(r, 'prefix_hit_rate', 'hit')} "
+                     f"| {_shares(r)} "
                      f"| {pair(r, 'output_tok_s', 'tok')} | {pair(r, 'input_tok_s', 'kilo')} "
                      f"| {pair(r, 'ttft_mean_s', 's')} |")
     lines.append("")
