@@ -345,3 +345,21 @@ def test_a_prefill_fit_held_at_its_bound_is_no_reading_of_the_prior():
     pooled = PooledPrior("part and engine", [read(2.5), read(hi)])
     assert pooled.prefill_slope == 2.5 and pooled.prefill_calibrated
     assert not PooledPrior("part and engine", [read(hi)]).prefill_calibrated
+
+
+def test_the_shipped_vllm_h200_prior_says_which_regime_gave_no_prefill_slope():
+    """Kimi-K2.5 on 8 x H200 under vLLM has no anchor: its prior is the vLLM H200 grids'. The
+    Qwen3.5 grid's fit is held at its bound, so the prior's prefill is MiniMax-M2.5's, and the
+    report says why."""
+    from inferasim.anchors.loading import default_store
+
+    sc = load_scenario(None, ["model.name=kimi-k2.5", "model.weight_dtype=int4",
+                              "gpu.name=h200", "engine.name=vllm", "parallel.tp=8"])
+    oracle = CalibratedOracle(sc, default_store())
+    assert oracle.calibration["prior_level"] == "part and engine"
+    slopes = [(r.model, r.prefill_slope) for r in oracle.prior.readings]
+    assert ("qwen3.5-397b-a17b", None) in slopes
+    minimax = [s for m, s in slopes if m == "minimax-m2.5" and s is not None]
+    assert len(minimax) == 1 and oracle.prefill_slope == pytest.approx(minimax[0])
+    assert any("qwen3.5-397b-a17b" in n and "stopped at its bound" in n
+               for n in oracle.calibration["notes"])
