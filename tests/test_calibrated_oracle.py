@@ -17,7 +17,7 @@ from inferasim.config.knobs import Knobs
 from inferasim.config.loader import load_scenario
 from inferasim.cost.calibrated import CalibratedOracle, oracle_for
 from inferasim.cost.oracle import AnalyticOracle, StepBatch
-from inferasim.cost.prefill_reading import _analytic_prefill_seconds, _prefill_beside_decodes
+from inferasim.cost.prefill_reading import _prefill_beside_decodes, analytic_prefill_seconds
 from inferasim.cost.ttft_model import (
     LATENCY_EXPONENT_MAX,
     LATENCY_LOAD_EXPONENT,
@@ -210,7 +210,7 @@ def test_prefill_stays_analytic_when_the_probe_is_refused(scenario, store):
 
 
 def _lone_prefill(oracle, isl: int) -> float:
-    return _analytic_prefill_seconds(oracle.analytic, isl)
+    return analytic_prefill_seconds(oracle.analytic, isl)
 
 
 def test_three_isls_fit_a_prefill_slope_and_a_frontend_latency(scenario):
@@ -714,7 +714,7 @@ def test_ranks_in_lockstep_read_a_closed_loops_prompts_as_a_wave(scenario):
         return lockstep.step_group([rank] * min(clients, 8)).seconds
 
     # the FFN and expert GEMMs run over all 16 prompts (each rank projects its own two)
-    assert wave(16) > 3 * _analytic_prefill_seconds(lockstep, ISL)
+    assert wave(16) > 3 * analytic_prefill_seconds(lockstep, ISL)
     latency = 0.3
     store = AnchorStore([record(c, MEASURED.get(c, 0.012), dpa=8, ttft=latency + wave(c))
                          for c in (4, 8, 16)])

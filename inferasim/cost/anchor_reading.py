@@ -19,7 +19,7 @@ from inferasim.config.loader import catalog_gpu, catalog_model, rank_scenario
 from inferasim.config.scenario import ParallelSpec, Scenario
 from inferasim.cost.mixed_steps import fit_shares, step_parts
 from inferasim.cost.oracle import AnalyticOracle, StepBatch
-from inferasim.cost.prefill_reading import _analytic_prefill_seconds
+from inferasim.cost.prefill_reading import analytic_prefill_seconds
 from inferasim.cost.prior import PooledPrior, reading
 from inferasim.cost.ratio_table import pooled_trend, trend_held
 from inferasim.cost.ttft_model import requests_held
@@ -169,7 +169,7 @@ class AnchorReading:
         memo = (key, int(record.workload.isl))
         seconds = self._lone_prefills.get(memo)
         if seconds is None:
-            seconds = self._lone_prefills[memo] = _analytic_prefill_seconds(oracle, memo[1])
+            seconds = self._lone_prefills[memo] = analytic_prefill_seconds(oracle, memo[1])
         return seconds
 
     def _waves(self, record) -> bool:

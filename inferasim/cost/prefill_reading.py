@@ -342,7 +342,7 @@ def _prefill_beside_decodes(oracle: AnalyticOracle, isl: int, batch: int, contex
     return total
 
 
-def _analytic_prefill_seconds(oracle: AnalyticOracle, isl: int) -> float:
+def analytic_prefill_seconds(oracle: AnalyticOracle, isl: int) -> float:
     """One prompt alone, in the engine's prefill chunks, at the context already resident."""
     chunk = max(1, int(oracle.scenario.engine.chunked_prefill_size))
     total, done = 0.0, 0
