@@ -442,3 +442,29 @@ def test_bad_seeds_are_a_usage_error(tmp_path, seeds):
     result = CliRunner().invoke(cli, ["validate", "agentx", str(path), "--seeds", seeds,
                                       "--trace", "unused.jsonl.gz", "--jobs", "1"])
     assert result.exit_code == 2 and "--seeds" in result.output, result.output
+
+
+def test_a_recipes_receive_interval_meets_attention_dp_ranks_with_a_warning():
+    """InferenceX's SGLang B200 DeepSeek-R1 script passes a receive interval, which the replay
+    does not model on attention-DP ranks: a ladder of such ranks replays reading new requests
+    every step and says so, where it used to be dropped whole."""
+    import warnings
+
+    from inferasim.config.errors import ConfigError
+    from inferasim.validate.agentx import RECV_EVERY_STEP, Rung, expressible_rungs, rung_scenario
+
+    sets = ("model.name=deepseek-r1", "model.weight_dtype=nvfp4", "gpu.name=b200",
+            "engine.name=sglang", "engine.version=0.5.12.post1", "parallel.tp=8",
+            "parallel.ep=8", "parallel.dp_attention=8", "workload.concurrency=4",
+            "engine.max_num_seqs=4")
+    rung = Rung("dsr1 dpa8", 4, sets, {})
+    with pytest.raises(ConfigError, match="scheduler_recv_interval"):
+        rung_scenario(rung)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        kept = expressible_rungs([rung, Rung("dsr1 dpa8", 8, sets, {})])
+    assert [r.concurrency for r in kept] == [4, 8]
+    assert all(r.overrides[-1] == RECV_EVERY_STEP for r in kept)
+    assert rung_scenario(kept[0]).engine.scheduler_recv_interval == 1
+    said = [str(w.message) for w in caught]
+    assert len(said) == 1 and "not modelled with attention-DP ranks" in said[0]
