@@ -81,6 +81,25 @@ def test_weights_by_dtype_and_parallelism():
     assert tp4.weight_bytes_per_gpu == pytest.approx(2 * fp4.weight_bytes_per_gpu, rel=0.02)
 
 
+def test_a_checkpoint_that_quantizes_its_shared_experts_stores_them_in_four_bits():
+    # amd/GLM-5.1-MXFP4 quantizes the shared expert with the routed ones, amd/GLM-5-MXFP4
+    # keeps it unquantized: one architecture, the shared expert's bf16 less its 4 bits apart
+    from inferasim.arch.dtypes import bytes_per_element
+
+    base = ("gpu.name=mi355x", "parallel.tp=2", "model.weight_dtype=mxfp4")
+    sc51, glm51 = plan("model.name=glm-5.1", *base)
+    sc5, glm5 = plan("model.name=glm-5", *base)
+    assert sc51.model.four_bit_shared_experts and not sc5.model.four_bit_shared_experts
+    shared = param_counts(sc51.model).shared_experts
+    assert shared > 1e9
+    gap = shared * (bytes_per_element("bf16") - bytes_per_element("mxfp4")) / 2
+    assert glm5.weight_bytes_per_gpu - glm51.weight_bytes_per_gpu == pytest.approx(gap)
+    # fp8 checkpoints of both store every weight alike
+    _, f51 = plan("model.name=glm-5.1", "gpu.name=mi355x", "parallel.tp=8")
+    _, f5 = plan("model.name=glm-5", "gpu.name=mi355x", "parallel.tp=8")
+    assert f51.weight_bytes_per_gpu == f5.weight_bytes_per_gpu
+
+
 def test_attention_dp_replicates_attention_weights():
     base = ["model.name=deepseek-r1", "gpu.name=mi355x", "parallel.tp=8"]
     _, tp = plan(*base)

@@ -46,14 +46,16 @@ def stored_dtypes(model: ModelSpec, weight_dtype: str) -> dict[str, str]:
     130.42 GiB, within 1 % of this and 3-5 % above the fp8-attention reading
     ``linear_dtypes`` keeps for the GEMM model. A 4-bit checkpoint of a dense model
     quantizes every linear layer (nvidia/Llama-3.3-70B-Instruct-FP4: 39.89 GiB at TP1).
-    Embeddings and the router stay bf16.
+    Embeddings and the router stay bf16. A model whose 4-bit checkpoints quantize the shared
+    experts too says so (``ModelSpec.four_bit_shared_experts``: AMD's GLM-5.1 MXFP4).
     """
     if weight_dtype not in FOUR_BIT:
         dtypes = linear_dtypes(model, weight_dtype)
         return {**dtypes, "mtp": dtypes["dense_ffn"]}
     rest = "bf16" if model.ffn.is_moe else weight_dtype
+    shared = weight_dtype if model.four_bit_shared_experts else rest
     # the MTP module is mostly its experts: charged at the experts' 4 bits, as before [U]
-    return {"embedding": "bf16", "attention": rest, "dense_ffn": rest, "shared_experts": rest,
+    return {"embedding": "bf16", "attention": rest, "dense_ffn": rest, "shared_experts": shared,
             "routed_experts": weight_dtype, "router": "bf16", "mtp": weight_dtype}
 
 

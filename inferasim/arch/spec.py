@@ -121,6 +121,10 @@ class ModelSpec:
     weight_dtype: str = attrs.field(default="bf16", metadata=choices(*WEIGHT_DTYPES))
     # Routed experts stored in another dtype than the rest (DeepSeek-V4 fp4, Kimi-K2.5 int4).
     expert_weight_dtype: str | None = attrs.field(default=None, metadata=choices(*WEIGHT_DTYPES))
+    # A 4-bit checkpoint of this model quantizes its shared experts with the routed ones
+    # (amd/GLM-5.1-MXFP4's card: "MOE-only (shared experts quantized)"); by default a 4-bit
+    # checkpoint keeps them unquantized (``arch.memory.stored_dtypes``).
+    four_bit_shared_experts: bool = False
     tie_embeddings: bool = False
     mtp_layers: int = 0
     max_context: int = 131072
