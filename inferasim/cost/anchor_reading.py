@@ -86,7 +86,7 @@ class AnchorReading:
             read = reading(label, group[0], sub)
             if read is not None:
                 readings.append(read)
-                if read.prefill_slope is None and sub.calibration["prefill"] == "calibrated":
+                if read.slope_pinned:
                     self._notes.append(
                         f"prior regime {label}: its prefill fit stopped at its bound "
                         f"(x{sub.prefill_slope:.2f} the analytic); it gives the prior no "

@@ -48,6 +48,7 @@ class RegimeReading:
     speculative: str = "none"     # its speculative method
     ranks_apart: bool = False     # attention-DP ranks (dp_attention > 1)
     part: str | None = None       # the GPU part it ran on
+    slope_pinned: bool = False    # its prefill fit stopped at a bound: no slope read
 
     def to_dict(self) -> dict[str, Any]:
         out = {"regime": self.label, "model": self.model, "anchors": self.anchors,
@@ -67,15 +68,15 @@ def reading(label: str, record, oracle) -> RegimeReading | None:
     level = table[min(table)]
     slope = oracle.prefill_slope if oracle.calibration["prefill"] == "calibrated" else None
     lo, hi = PREFILL_SLOPE_LIMITS
-    if slope is not None and not lo * 1.01 < slope < hi / 1.01:
-        # a fit held at its bound is no reading of the prefill: the TTFT model did not
-        # describe that regime (docs/anchors.md, "A prior per part and engine")
-        slope = None
+    # a fit held at its bound is no reading of the prefill: the TTFT model did not describe
+    # that regime (docs/anchors.md, "A prior per part and engine")
+    pinned = slope is not None and not lo * 1.01 < slope < hi / 1.01
     reg, prov = record.regime, record.provenance
     return RegimeReading(label, reg.model or "?", len(oracle.points), level,
-                         (min(table), max(table)), slope, oracle.prefill_step_overhead_s,
-                         oracle, (prov.source, prov.tool), bool(reg.disaggregated),
-                         reg.spec_method or "none", (reg.dp_attention or 1) > 1, reg.gpu)
+                         (min(table), max(table)), None if pinned else slope,
+                         oracle.prefill_step_overhead_s, oracle, (prov.source, prov.tool),
+                         bool(reg.disaggregated), reg.spec_method or "none",
+                         (reg.dp_attention or 1) > 1, reg.gpu, pinned)
 
 
 class PooledPrior:

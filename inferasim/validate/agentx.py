@@ -252,6 +252,26 @@ def rung_scenario(rung: Rung, overrides: Sequence[str] = ()):
     return load_scenario(rung_recipe(rung) or HARNESS, [*rung.overrides, *overrides])
 
 
+#: The override a rung takes where its recipe's receive interval meets attention-DP ranks.
+RECV_EVERY_STEP = "engine.scheduler_recv_interval=1"
+
+
+def _replayable(rung: Rung, overrides: Sequence[str]) -> Rung:
+    """``rung`` where its scenario resolves; where only its recipe's receive interval is
+    refused (a recipe read for one layout meets a ladder of attention-DP ranks, where the
+    replay does not model it: InferenceX's SGLang scripts pass one), the rung reading new
+    requests every step. Anything else the loader refuses is raised."""
+    try:
+        rung_scenario(rung, overrides)
+        return rung
+    except ConfigError as exc:
+        if exc.key != "engine.scheduler_recv_interval" or "attention-DP" not in exc.message:
+            raise
+    every_step = attrs.evolve(rung, overrides=(*rung.overrides, RECV_EVERY_STEP))
+    rung_scenario(every_step, overrides)
+    return every_step
+
+
 def expressible_rungs(rungs: Sequence[Rung], overrides: Sequence[str] = ()) -> list[Rung]:
     """The rungs whose deployment resolves to a scenario (weights that fit, a layout the
     catalog allows); each ladder that does not is warned about once and left out. When none
@@ -263,26 +283,14 @@ def expressible_rungs(rungs: Sequence[Rung], overrides: Sequence[str] = ()) -> l
     for rung in rungs:
         if rung.ladder in failed:
             continue
-        if rung.ladder in unread:
-            rung = attrs.evolve(rung, overrides=(*rung.overrides, RECV_EVERY_STEP))
         try:
-            rung_scenario(rung, overrides)
+            replayed = _replayable(rung, overrides)
         except ConfigError as exc:
-            if (exc.key != "engine.scheduler_recv_interval" or "attention-DP" not in exc.message
-                    or rung.ladder in unread):
-                failed[rung.ladder] = exc
-                continue
-            # A recipe read for one layout (InferenceX's SGLang scripts pass a receive
-            # interval) meets a ladder of attention-DP ranks, where the replay does not model
-            # it: the rung replays reading new requests every step, and says so.
+            failed[rung.ladder] = exc
+            continue
+        if replayed is not rung:
             unread.add(rung.ladder)
-            rung = attrs.evolve(rung, overrides=(*rung.overrides, RECV_EVERY_STEP))
-            try:
-                rung_scenario(rung, overrides)
-            except ConfigError as again:
-                failed[rung.ladder] = again
-                continue
-        kept.append(rung)
+        kept.append(replayed)
     for ladder in sorted(unread - set(failed)):
         warn(f"{ladder}: its recipe's engine.scheduler_recv_interval is not modelled with "
              "attention-DP ranks; replayed reading new requests every step")
@@ -292,9 +300,6 @@ def expressible_rungs(rungs: Sequence[Rung], overrides: Sequence[str] = ()) -> l
         warn(f"{ladder}: not replayed: {exc}")
     return kept
 
-
-#: The override a rung takes where its recipe's receive interval meets attention-DP ranks.
-RECV_EVERY_STEP = "engine.scheduler_recv_interval=1"
 
 METRICS = ("prefix_hit_rate", "output_tok_s", "input_tok_s", "ttft_mean_s", "ttft_p90_s")
 
