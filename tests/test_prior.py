@@ -336,7 +336,8 @@ def test_a_prefill_fit_held_at_its_bound_is_no_reading_of_the_prior():
     def read(slope: float):
         oracle = SimpleNamespace(calibrated=True, decode_table=lambda: {4: 2.0},
                                  prefill_slope=slope, calibration={"prefill": "calibrated"},
-                                 prefill_step_overhead_s=0.0, points=[anchor])
+                                 prefill_step_overhead_s=0.0, points=[anchor],
+                                 decode_splits=lambda: [])
         return reading("r", anchor, oracle)
 
     lo, hi = PREFILL_SLOPE_LIMITS
@@ -363,3 +364,69 @@ def test_the_shipped_vllm_h200_prior_says_which_regime_gave_no_prefill_slope():
     assert len(minimax) == 1 and oracle.prefill_slope == pytest.approx(minimax[0])
     assert any("qwen3.5-397b-a17b" in n and "stopped at its bound" in n
                for n in oracle.calibration["notes"])
+
+
+def _split_reading(label: str, steps):
+    from inferasim.cost.prior import RegimeReading
+
+    return RegimeReading(label, label, len(steps), 1.0, (1, 8), None, 0.0, None,
+                         steps=tuple(steps))
+
+
+def test_the_split_recovers_the_attention_and_the_rest_of_the_step():
+    """Steps priced at 2.6x the analytic attention and 1.4x the rest, over attention shares
+    from 0.1 to 0.6, in two regimes: the fit returns the two factors."""
+    from inferasim.cost.prior import fit_split
+
+    def steps(shares):
+        return [(a, 1.0 - a, 2.6 * a + 1.4 * (1.0 - a)) for a in shares]
+
+    fit = fit_split([_split_reading("a", steps((0.1, 0.3, 0.6))),
+                     _split_reading("b", steps((0.2, 0.4)))])
+    assert fit is not None and fit.steps == 5
+    assert fit.attention == pytest.approx(2.6, rel=1e-6)
+    assert fit.rest == pytest.approx(1.4, rel=1e-6)
+    assert fit.ratio(0.5, 0.5) == pytest.approx(2.0)
+
+
+def test_no_split_where_the_steps_do_not_tell_the_attention_apart():
+    """Shares within SPLIT_MIN_SPAN of each other (a hybrid model's steps: a few percent
+    attention at every context), or a fit held at a bound: the flat level serves."""
+    from inferasim.cost.prior import SPLIT_LIMITS, SPLIT_MIN_SPAN, PooledPrior, fit_split
+
+    narrow = [(a, 1.0 - a, 2.0) for a in (0.01, 0.01 + SPLIT_MIN_SPAN / 2)]
+    assert fit_split([_split_reading("q", narrow)]) is None
+    # measured steps that fall as the attention grows ask for an attention factor below the
+    # lower bound
+    falling = [(a, 1.0 - a, 2.0 - 1.9 * a) for a in (0.0, 0.3, 0.6)]
+    assert fit_split([_split_reading("m", falling)]) is None
+    assert SPLIT_LIMITS[0] > 0.0
+    pooled = PooledPrior("part and engine", [_split_reading("q", narrow)])
+    assert pooled.split is None and pooled.to_dict()["decode_split"] is None
+
+
+def test_the_split_prices_a_long_context_step_no_anchor_of_its_layout_measured():
+    """MiniMax-M2.5 MXFP4 on one MI355X under vLLM, its own AgentX ladder held out: priced by
+    the FP8 TP2 ladder and the Kimi-K2.7 TP4 runs on the same part and engine. Its c8 rung's
+    decode step (five lanes decoding at 81k tokens each, mostly attention on one GPU: 32.7
+    ms, 1.95x the analytic) was read 24% fast at the regimes' batch-one level (1.48); the
+    split (attention x2.63, the rest x1.44) reads it 5% slow."""
+    from inferasim.anchors.loading import default_store
+    from inferasim.validate.agentx import recipe_path
+
+    keys = ["model.name=minimax-m2.5", "model.weight_dtype=mxfp4", "gpu.name=mi355x",
+            "engine.name=vllm", "engine.version=0.22.0", "parallel.tp=1",
+            "workload.concurrency=8", "engine.max_num_seqs=8"]
+    sc = load_scenario(recipe_path("vllm", "mi355x", "minimax-m2.5", "mxfp4"), keys)
+    store = default_store()
+    own = CalibratedOracle(sc, store)
+    rung = next(p for p in own.points if p.id.endswith("tp1-c8"))
+    held = AnchorStore([r for r in store.records
+                        if not (r.regime.model == "minimax-m2.5" and r.regime.tp == 1)])
+    prior = CalibratedOracle(sc, held)
+    assert prior.calibration["mode"] == "prior" and prior.prior.split is not None
+    assert "decode attention x" in prior.calibration["note"]
+    batch = StepBatch(decode_context=np.full(rung.batch, rung.context))
+    assert prior.step(batch).seconds == pytest.approx(rung.measured_s, rel=0.10)
+    flat = prior.prior.ratio * AnalyticOracle(sc).step(batch).seconds
+    assert flat < 0.8 * rung.measured_s

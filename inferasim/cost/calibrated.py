@@ -100,6 +100,7 @@ class CalibratedOracle(AnchorReading, DecodeRatios, PrefillReading):
         self._wave_prefills: dict[tuple, float] = {}
         self._pools: dict[tuple, int] = {}
         self._ratio_cache: dict[tuple[int, int], float] = {}
+        self._split_ratios: dict[tuple[int, int, int], float] = {}   # a prior's, by context bin
         self._context_slopes: dict[int, float] = {}
         self._rows: dict[int, list | None] = {}   # _context_rows per verify width
         self._notes: list[str] = []

@@ -135,9 +135,14 @@ def _prior_report(oracle, refused: dict, crossed: bool, notes: list[str]) -> dic
     models = sorted({r.model for r in prior.readings})
     lo, hi = prior.batches
     prefill = "calibrated" if oracle._prefill_calibrated else "analytic"
+    if prior.split is None:
+        decode = f"decode ratio {prior.ratio:.3g} (the median of their levels, flat in the batch)"
+    else:
+        decode = (f"decode attention x{prior.split.attention:.3g} and the rest of the step "
+                  f"x{prior.split.rest:.3g} of the analytic (fitted over their "
+                  f"{prior.split.steps} decode steps)")
     note = (f"from the same {prior.level}: {len(prior.readings)} regime(s) of "
-            f"{', '.join(models)} ({len(used)} anchors), decode ratio {prior.ratio:.3g} "
-            f"(the median of their levels, flat in the batch); prefill {prefill}")
+            f"{', '.join(models)} ({len(used)} anchors), {decode}; prefill {prefill}")
     if oracle.prefill_step_overhead_s:
         note += (f"; each prefill step +{oracle.prefill_step_overhead_s * 1e3:.0f} ms")
     if oracle._frontend_from:

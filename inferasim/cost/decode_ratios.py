@@ -36,6 +36,12 @@ CONTEXT_TREND_MIN_SPAN = 2.0
 CONTEXT_RATIO_LIMIT = 2.0
 _LOG_CONTEXT_LIMIT = math.log(CONTEXT_RATIO_LIMIT)
 
+# A prior's split ratio (``prior.SplitFit``) is read at the target's context rounded to bins
+# this wide in log context (0.5%: the ratio moves by under 0.2% across one), each bin priced
+# at its own centre, so a macro-step's steps are not each an analytic step more and the
+# ratio is the same whichever step asks first.
+SPLIT_CONTEXT_BINS_PER_E = 200
+
 
 class DecodeRatios:
     """The decode ratio table (the module's docstring)."""
@@ -79,6 +85,37 @@ class DecodeRatios:
             StepBatch(decode_context=np.full(each + (i < extra), context), width=width)
             for i in range(self.group)]).seconds
 
+    def _step_split(self, oracle: AnalyticOracle, batch: int, context: float,
+                    width: int) -> tuple[float, float]:
+        """``_anchor_step``'s analytic step as (its attention, the rest): what a prior's split
+        prices apart."""
+        if self.group == 1:
+            cost = oracle.step(StepBatch(decode_context=np.full(batch, context), width=width))
+        else:
+            each, extra = divmod(batch, self.group)
+            cost = oracle.step_group([
+                StepBatch(decode_context=np.full(each + (i < extra), context), width=width)
+                for i in range(self.group)])
+        attention = sum(v for k, v in cost.breakdown.items() if k.startswith("attn_"))
+        return attention, cost.seconds - attention
+
+    def decode_splits(self) -> list[tuple[float, float, float]]:
+        """Each anchored decode step as (analytic attention, the rest, measured) at the
+        target's width: what a prior's split is fitted over."""
+        return [(*self._step_split(self._oracles[p.regime_key], p.batch, p.context,
+                                   self.width), p.measured_s) for p in self.points]
+
+    def _split_ratio(self, n: int, width: int, context: float) -> float:
+        """A prior's split ratio for ``n`` sequences at ``context``, read at the centre of the
+        context's bin (SPLIT_CONTEXT_BINS_PER_E)."""
+        key = (n, width, round(math.log(context) * SPLIT_CONTEXT_BINS_PER_E))
+        r = self._split_ratios.get(key)
+        if r is None:
+            centre = math.exp(key[2] / SPLIT_CONTEXT_BINS_PER_E)
+            r = self._split_ratios[key] = self.prior.split.ratio(
+                *self._step_split(self.analytic, n, centre, width))
+        return r
+
     def decode_ratio(self, n: int, width: int | None = None,
                      context: float | None = None) -> float:
         """measured/analytic(anchor) for a target batch of ``n`` decoding sequences at mean
@@ -87,7 +124,9 @@ class DecodeRatios:
         if not self.calibrated or n <= 0:
             return 1.0
         if self.prior is not None:
-            return self.prior.ratio
+            if self.prior.split is None or context is None or context <= 0:
+                return self.prior.ratio
+            return self._split_ratio(n, width, context)
         key = (n, width)
         r = self._ratio_cache.get(key)
         if r is None:
@@ -137,10 +176,13 @@ class DecodeRatios:
 
     def _trend_context(self, width: int, *contexts: np.ndarray) -> float | None:
         """The mean resident context of ``contexts`` (the sequences a step decodes) where the
-        decode ratio follows the context, else None: computed only then, as it is asked every
-        step."""
-        if self.prior is not None or not (self._context_slope(width)
-                                          or self._context_rows(width) is not None):
+        decode ratio follows the context (the anchors' context trend, or a prior's split),
+        else None: computed only then, as it is asked every step."""
+        if self.prior is not None:
+            follows = self.prior.split is not None
+        else:
+            follows = bool(self._context_slope(width) or self._context_rows(width) is not None)
+        if not follows:
             return None
         sizes = sum(c.size for c in contexts)
         return float(sum(float(c.sum()) for c in contexts) / sizes) if sizes else None

@@ -18,6 +18,15 @@ MoE's fell), so the target's batch trend is its analytic step's. Held out by mod
 grids, this reading beat the two others tried (each regime's whole ratio table pooled, trend
 included; the geometric mean of each regime's table): docs/anchors.md, "A prior per part and
 engine", has the three and the analytic model side by side.
+
+Where the regimes' decode steps tell the attention apart from the rest of the step (their
+attention share spans ``SPLIT_MIN_SPAN``), the prior prices the two apart instead: one factor
+on the analytic attention (the KV stream at the step's contexts) and one on everything else,
+fitted over every decode step of every regime (``fit_split``). A flat level carries the
+ratio a regime ran at a short step to a target whose step is mostly attention (MiniMax-M2.5 on
+one MI355X at 80k contexts: its batch-4 step is 2.6x the analytic where the TP2 and Kimi
+regimes' batch-one level is 1.48); the split carries each part of the step at its own rate.
+A fit held at a bound is no reading (as the prefill's), and the level serves.
 """
 
 from __future__ import annotations
@@ -49,6 +58,7 @@ class RegimeReading:
     ranks_apart: bool = False     # attention-DP ranks (dp_attention > 1)
     part: str | None = None       # the GPU part it ran on
     slope_pinned: bool = False    # its prefill fit stopped at a bound: no slope read
+    steps: tuple = ()             # (analytic attention s, the rest s, measured s) per point
 
     def to_dict(self) -> dict[str, Any]:
         out = {"regime": self.label, "model": self.model, "anchors": self.anchors,
@@ -76,11 +86,68 @@ def reading(label: str, record, oracle) -> RegimeReading | None:
                          (min(table), max(table)), None if pinned else slope,
                          oracle.prefill_step_overhead_s, oracle, (prov.source, prov.tool),
                          bool(reg.disaggregated), reg.spec_method or "none",
-                         (reg.dp_attention or 1) > 1, reg.gpu, pinned)
+                         (reg.dp_attention or 1) > 1, reg.gpu, pinned,
+                         tuple(oracle.decode_splits()))
+
+
+# The split's factors are kept within these bounds, as the prefill slope is: a fit that stops
+# at one says the two-part model did not describe the steps, and the flat level serves.
+SPLIT_LIMITS = PREFILL_SLOPE_LIMITS
+# The decode steps must differ by at least this much in the share of their analytic step that
+# is attention for the two factors to be told apart (the vLLM H200 grids of Qwen3.5, a hybrid
+# model: 0.00-0.05, none; the MI355X AgentX ladders: 0.11-0.44).
+SPLIT_MIN_SPAN = 0.2
+_GAUSS_NEWTON_PASSES = 50
+
+
+@attrs.frozen
+class SplitFit:
+    """A decode step priced as ``attention x`` its analytic attention ``+ rest x`` the rest."""
+
+    attention: float
+    rest: float
+    steps: int                    # decode steps fitted over
+
+    def ratio(self, attention_s: float, rest_s: float) -> float:
+        """The step's ratio to its analytic whole, from the analytic split."""
+        return (self.attention * attention_s + self.rest * rest_s) / (attention_s + rest_s)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"attention": round(self.attention, 4), "rest": round(self.rest, 4),
+                "steps": self.steps}
+
+
+def fit_split(readings: list[RegimeReading]) -> SplitFit | None:
+    """The two factors minimising the squared log error of every regime's decode steps, each
+    regime weighted as one (a 65-anchor grid does not outvote a two-anchor run); None where
+    the steps' attention shares do not span SPLIT_MIN_SPAN or a factor stops at a bound."""
+    rows = np.array([(a, r, m, 1.0 / len(read.steps)) for read in readings
+                     for a, r, m in read.steps], dtype=np.float64).reshape(-1, 4)
+    attn, rest, measured, weight = rows.T
+    share = attn / np.maximum(attn + rest, 1e-300)
+    if len(rows) < 2 or share.max() - share.min() < SPLIT_MIN_SPAN:
+        return None
+    lo, hi = (math.log(v) for v in SPLIT_LIMITS)
+    w = np.sqrt(weight)
+    x = np.zeros(2)   # log factors, from the analytic step
+    for _ in range(_GAUSS_NEWTON_PASSES):
+        fa, fr = np.exp(x)
+        pred = fa * attn + fr * rest
+        residual = w * (np.log(pred) - np.log(measured))
+        jacobian = np.stack([w * fa * attn / pred, w * fr * rest / pred], axis=1)
+        step = np.linalg.lstsq(jacobian, -residual, rcond=None)[0]
+        x = np.clip(x + step, lo, hi)
+        if np.abs(step).max() < 1e-9:
+            break
+    margin = math.log(1.01)
+    if np.any(x <= lo + margin) or np.any(x >= hi - margin):
+        return None
+    return SplitFit(math.exp(x[0]), math.exp(x[1]), len(rows))
 
 
 class PooledPrior:
-    """The median over the regimes' readings (``readings`` non-empty)."""
+    """The median over the regimes' readings (``readings`` non-empty), and the decode split
+    fitted over their steps where they tell the attention apart (``fit_split``)."""
 
     def __init__(self, level: str, readings: list[RegimeReading]):
         self.level = level
@@ -90,6 +157,7 @@ class PooledPrior:
         self.prefill_calibrated = bool(slopes)
         self.prefill_slope = float(np.median(slopes)) if slopes else 1.0
         self.overhead_s = float(np.median([r.overhead_s for r in readings]))
+        self.split = fit_split(readings)
 
     def frontend_from(self, model: str | None, speculative: str, ranks_apart: bool,
                       part: str | None = None) -> list[RegimeReading]:
@@ -116,6 +184,7 @@ class PooledPrior:
 
     def to_dict(self) -> dict[str, Any]:
         return {"level": self.level, "decode_ratio": round(self.ratio, 4),
+                "decode_split": None if self.split is None else self.split.to_dict(),
                 "prefill_slope": round(self.prefill_slope, 4) if self.prefill_calibrated
                 else None,
                 "regimes": [r.to_dict() for r in self.readings]}
