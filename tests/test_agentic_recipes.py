@@ -14,7 +14,7 @@ from inferasim.arch.memory import GIB, memory_plan
 from inferasim.arch.spec import WEIGHT_DTYPES
 from inferasim.config.catalog import catalog_names, native_four_bit
 from inferasim.config.loader import load_scenario
-from inferasim.validate.agentx import AGENTIC_DIR, recipe_path
+from inferasim.config.recipes import AGENTIC_DIR, recipe_path
 
 RECIPES = sorted(AGENTIC_DIR.glob("_recipe-*.yaml"))
 

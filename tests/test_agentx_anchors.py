@@ -156,3 +156,25 @@ def test_hold_out_rung_finds_the_cliff_on_the_whole_ladder_not_the_rungs_asked_f
                                    "--seeds", "1", "--jobs", "1"])
     assert out.exit_code != 0
     assert "no rung below its ladder's cliff" in out.output
+
+
+def test_a_ladder_takes_the_kv_dtype_of_its_deployments_launch_recipe(tmp_path):
+    """The rows record no KV dtype; the analytic step an anchor is read against streams the
+    KV at one, and a prior reads the regime at it (read at the target's, the MI355X vLLM
+    prior's attention factor went 2.63 -> 1.25 for a bf16 target). A deployment with a
+    shipped recipe takes the recipe's, with a note; one without keeps it unknown; a
+    ``--meta kv_dtype`` hint wins."""
+    head = ("model,hw,framework,image,precision,tp,conc,mean_ttft,mean_itl,output_tput_tps,"
+            "input_tput_tps,num_requests_successful,duration_seconds,server_gpu_cache_hit_rate\n")
+    rows = ("MiniMaxAI/MiniMax-M2.5,mi355x,vllm,vllm/vllm-openai-rocm:v0.22.0,fp8,2,4,0.5,0.013,"
+            "108,14710,368,1800,0.97\n"
+            "MiniMaxAI/MiniMax-M2.5,gb200,vllm,vllm/vllm-openai:v0.22.0,fp8,2,4,0.5,0.013,"
+            "108,14710,368,1800,0.97\n")
+    path = tmp_path / "ladders.csv"
+    path.write_text(head + rows)
+    mi355x, gb200 = import_agentx_ladder(path)
+    assert mi355x.regime.kv_dtype == "fp8"
+    assert any("_recipe-vllm-mi355x-minimax-m2.5.yaml" in n for n in mi355x.provenance.notes)
+    assert gb200.regime.kv_dtype is None          # no recipe shipped: unknown
+    hinted = import_agentx_ladder(path, {"kv_dtype": "bf16"})
+    assert {r.regime.kv_dtype for r in hinted} == {"bf16"}

@@ -409,10 +409,10 @@ def test_the_split_prices_a_long_context_step_no_anchor_of_its_layout_measured()
     """MiniMax-M2.5 MXFP4 on one MI355X under vLLM, its own AgentX ladder held out: priced by
     the FP8 TP2 ladder and the Kimi-K2.7 TP4 runs on the same part and engine. Its c8 rung's
     decode step (five lanes decoding at 81k tokens each, mostly attention on one GPU: 32.7
-    ms, 1.95x the analytic) was read 24% fast at the regimes' batch-one level (1.48); the
-    split (attention x2.63, the rest x1.44) reads it 5% slow."""
+    ms, 1.95x the analytic) was read 27% fast at the regimes' batch-one level (1.43); the
+    split (attention x2.53, the rest x1.30) reads it 1% fast."""
     from inferasim.anchors.loading import default_store
-    from inferasim.validate.agentx import recipe_path
+    from inferasim.config.recipes import recipe_path
 
     keys = ["model.name=minimax-m2.5", "model.weight_dtype=mxfp4", "gpu.name=mi355x",
             "engine.name=vllm", "engine.version=0.22.0", "parallel.tp=1",

@@ -30,11 +30,11 @@ from inferasim.anchors.importers.agentx_ladder import (
     weight_dtype,
 )
 from inferasim.anchors.normalise import engine_version_from_image
-from inferasim.config.catalog import CATALOG_DIR, SCENARIO_DIR, catalog_names, native_four_bit
+from inferasim.config.catalog import CATALOG_DIR, catalog_names, native_four_bit
 from inferasim.config.errors import ConfigError, warn
+from inferasim.config.recipes import AGENTIC_DIR, recipe_path
 from inferasim.config.yaml_tree import load_tree
 
-AGENTIC_DIR = SCENARIO_DIR / "agentic"
 HARNESS = AGENTIC_DIR / "_agentx-harness-2026-05.yaml"
 REQUIRED = ("model", "hw", "framework", "image", "precision", "tp", "conc", "mean_ttft",
             "p90_ttft", "output_tput_tps")
@@ -224,17 +224,6 @@ def corpus_output_ratio(rung: Rung, overrides: Sequence[str] = ()) -> float:
     from inferasim.workload.agentx import replayed_corpus
 
     return replayed_corpus(rung_scenario(rung, overrides), 1.0).output_per_prompt_token()
-
-
-def recipe_path(engine: str, gpu: str, model: str, weights: str) -> Path | None:
-    """The deployment's serving recipe: the one for its weights where the launch scripts
-    passed other arguments per precision (``_recipe-vllm-b200-kimi-k2.5-int4.yaml``), else
-    the one for the engine, part and model; None where none is shipped."""
-    stem = f"_recipe-{engine}-{gpu}-{model}"
-    for name in (f"{stem}-{weights}.yaml", f"{stem}.yaml"):
-        if (AGENTIC_DIR / name).is_file():
-            return AGENTIC_DIR / name
-    return None
 
 
 def rung_recipe(rung: Rung) -> Path | None:

@@ -13,6 +13,11 @@ most of each prompt is cached, so two of its figures are read differently:
   context, plus the wait for a slot, and the oracle's TTFT model reads a lone random prompt.
   The replay prices the prefill itself.
 
+The KV dtype the rows do not record is taken from the deployment's launch recipe where one is
+shipped (``config.recipes``: MiniMax-M2.5 and GLM-5.1 on MI355X run an fp8 cache): the
+analytic step an anchor is read against streams the KV at that width, and a prior reads the
+ladder's steps at its own KV, not the target's.
+
 Rungs past a ladder's KV cliff are read as **mixed steps**. There every prompt is computed,
 the server is saturated (TTFTs of minutes), and each step carries a share of prompt chunks
 beside its decodes: ``Workload.prefill_per_step`` = input tok/s x miss rate x mean ITL
@@ -32,6 +37,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from inferasim.anchors import normalise as nz
 from inferasim.anchors.importers._common import (
     apply_hints,
@@ -48,6 +55,7 @@ from inferasim.anchors.importers._common import (
 from inferasim.anchors.record import AnchorRecord, Measurements, Provenance, Regime, Workload
 from inferasim.config.catalog import native_four_bit
 from inferasim.config.errors import ConfigError
+from inferasim.config.recipes import recipe_kv_dtype
 
 TOOL = "AIPerf InferenceX AgentX scenario (agentic-coding lanes over the AgentX corpus)"
 COLUMNS = ("model", "hw", "framework", "image", "precision", "tp", "conc", "mean_ttft",
@@ -119,6 +127,9 @@ def import_agentx_ladder(path: str | Path, hints: Mapping[str, Any] | None = Non
                                              "tp", "ep", "dp_attention"))
         ladders.setdefault(key, []).append((i, row))
     records = []
+    # the recipe's KV dtype, unless the user's hint names one
+    kv_cache: dict[tuple, tuple[str, Path] | None] | None = \
+        None if "kv_dtype" in hints else {}
     for rows in ladders.values():
         cut = cliff_between([{"concurrency": int(num(r["conc"]) or 0),
                               "prefix_hit_rate": _or_nan(r.get("server_gpu_cache_hit_rate")),
@@ -128,7 +139,8 @@ def import_agentx_ladder(path: str | Path, hints: Mapping[str, Any] | None = Non
             hit = num(row.get("server_gpu_cache_hit_rate"))
             if past and (below_cliff or hit is None):
                 continue
-            records.append(apply_hints(_record(row, i, file, mixed=past), hints, file=file))
+            records.append(apply_hints(_record(row, i, file, mixed=past, kv_cache=kv_cache),
+                                       hints, file=file))
     return unique_ids(records)
 
 
@@ -137,7 +149,14 @@ def _or_nan(value: Any) -> float:
     return math.nan if out is None else out
 
 
-def _record(row, i: int, file: str, *, mixed: bool) -> AnchorRecord:
+def _recipe_kv(regime: Regime, cache: dict) -> tuple[str, Path] | None:
+    key = (regime.engine, regime.gpu, regime.model, regime.weight_dtype, regime.tp)
+    if key not in cache:
+        cache[key] = recipe_kv_dtype(*key) if all(k is not None for k in key) else None
+    return cache[key]
+
+
+def _record(row, i: int, file: str, *, mixed: bool, kv_cache: dict | None) -> AnchorRecord:
     where = f"{file} (row {i + 2})"
 
     def need(key: str) -> float:
@@ -159,6 +178,9 @@ def _record(row, i: int, file: str, *, mixed: bool) -> AnchorRecord:
                                                       native_four_bit(model["model"])),
                     spec_method="none", tp=tp, ep=ep, dp_attention=dpa, max_num_seqs=conc,
                     num_gpus=tp)
+    recipe = _recipe_kv(regime, kv_cache) if kv_cache is not None else None
+    if recipe is not None:
+        regime = attrs.evolve(regime, kv_dtype=recipe[0])
     isl = max(1, int(round(in_tps * duration / requests)))
     osl = max(1, int(round(out_tps * duration / requests)))
     hit = num(row.get("server_gpu_cache_hit_rate"))
@@ -179,6 +201,9 @@ def _record(row, i: int, file: str, *, mixed: bool) -> AnchorRecord:
                  + "; ISL is the mean prompt per request, most of it cached"
                  + (f" (server hit rate {hit:.3f})" if hit is not None else "")
                  + "; TTFT not imported (an uncached tail on a cached context)"]
+    if recipe is not None:
+        notes.append(f"KV dtype {recipe[0]} from its launch recipe ({recipe[1].name}); the "
+                     "rows do not record it")
     image = str(row["image"]).strip()
     return AnchorRecord(
         id=f"agentx-{slug(str(row['model']).rsplit('/', 1)[-1])}-{regime.engine}-{hw}-tp{tp}"
