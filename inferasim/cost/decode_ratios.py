@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from inferasim.cost.oracle import AnalyticOracle, StepBatch
+from inferasim.cost.oracle import AnalyticOracle, StepBatch, StepCost
 from inferasim.cost.ratio_table import pooled_trend, ratio_at
 
 if TYPE_CHECKING:
@@ -77,25 +77,22 @@ class DecodeRatios:
         """The analytic step of an anchor's ``batch`` (``_scheduled``) at ``context``: one
         step of it, or, where ranks step together, the group step of its sequences shared
         out evenly over the group's ranks (what ``step_group`` prices the replay's steps at)."""
+        return self._anchor_cost(oracle, batch, context, width).seconds
+
+    def _anchor_cost(self, oracle: AnalyticOracle, batch: int, context: float,
+                     width: int) -> StepCost:
         if self.group == 1:
-            return oracle.step(StepBatch(decode_context=np.full(batch, context),
-                                         width=width)).seconds
+            return oracle.step(StepBatch(decode_context=np.full(batch, context), width=width))
         each, extra = divmod(batch, self.group)
         return oracle.step_group([
             StepBatch(decode_context=np.full(each + (i < extra), context), width=width)
-            for i in range(self.group)]).seconds
+            for i in range(self.group)])
 
     def _step_split(self, oracle: AnalyticOracle, batch: int, context: float,
                     width: int) -> tuple[float, float]:
         """``_anchor_step``'s analytic step as (its attention, the rest): what a prior's split
         prices apart."""
-        if self.group == 1:
-            cost = oracle.step(StepBatch(decode_context=np.full(batch, context), width=width))
-        else:
-            each, extra = divmod(batch, self.group)
-            cost = oracle.step_group([
-                StepBatch(decode_context=np.full(each + (i < extra), context), width=width)
-                for i in range(self.group)])
+        cost = self._anchor_cost(oracle, batch, context, width)
         attention = sum(v for k, v in cost.breakdown.items() if k.startswith("attn_"))
         return attention, cost.seconds - attention
 

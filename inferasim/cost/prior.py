@@ -24,8 +24,8 @@ attention share spans ``SPLIT_MIN_SPAN``), the prior prices the two apart instea
 on the analytic attention (the KV stream at the step's contexts) and one on everything else,
 fitted over every decode step of every regime (``fit_split``). A flat level carries the
 ratio a regime ran at a short step to a target whose step is mostly attention (MiniMax-M2.5 on
-one MI355X at 80k contexts: its batch-4 step is 2.6x the analytic where the TP2 and Kimi
-regimes' batch-one level is 1.48); the split carries each part of the step at its own rate.
+one MI355X, five sequences at 81k: 1.95x the analytic step, where the TP2 and Kimi regimes'
+batch-one level is 1.43); the split carries each part of the step at its own rate.
 A fit held at a bound is no reading (as the prefill's), and the level serves.
 """
 
