@@ -915,3 +915,32 @@ def test_macro_steps_equal_exact_steps_where_the_decode_ratio_follows_the_contex
     assert len(exact) == len(macro) > 8
     for col in ("first_token_s", "finish_s"):
         np.testing.assert_allclose(macro[col], exact[col], rtol=1e-9)
+
+
+def test_macro_steps_equal_exact_steps_where_a_priors_split_follows_the_context(tmp_path):
+    """A prior that prices the attention apart (``prior.fit_split``) reads its ratio at each
+    step's context: MiniMax-M2.5 MXFP4 on one MI355X with its own AgentX ladder left out of the
+    store, long prompts whose context grows through the decode. Macro-steps and the step-exact
+    mode must give the same finishes."""
+    from inferasim.anchors.loading import default_store
+    from inferasim.anchors.store import write_anchor_file
+    from inferasim.config.recipes import recipe_path
+    from inferasim.report.run_report import replay_summary
+    from inferasim.serve.simulation import simulate
+
+    held = tmp_path / "held.json"
+    write_anchor_file(held, [r for r in default_store().records
+                             if not (r.regime.model == "minimax-m2.5" and r.regime.tp == 1)])
+    common = ["model.name=minimax-m2.5", "model.weight_dtype=mxfp4", "gpu.name=mi355x",
+              "engine.name=vllm", "parallel.tp=1", f"sim.anchors={held}",
+              "workload.format=random", "workload.isl=32768", "workload.osl=512",
+              "workload.concurrency=4", "workload.duration_s=60"]
+    path = recipe_path("vllm", "mi355x", "minimax-m2.5", "mxfp4")
+    oracle = oracle_for(load_scenario(path, common))
+    assert oracle.prior is not None and oracle.prior.split is not None
+    frames = [replay_summary(simulate(load_scenario(path, [*common, f"sim.exact_steps={e}"])))[0]
+              for e in ("true", "false")]
+    exact, macro = frames
+    assert len(exact) == len(macro) > 8
+    for col in ("first_token_s", "finish_s"):
+        np.testing.assert_allclose(macro[col], exact[col], rtol=1e-9)

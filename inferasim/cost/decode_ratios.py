@@ -36,10 +36,10 @@ CONTEXT_TREND_MIN_SPAN = 2.0
 CONTEXT_RATIO_LIMIT = 2.0
 _LOG_CONTEXT_LIMIT = math.log(CONTEXT_RATIO_LIMIT)
 
-# A prior's split ratio (``prior.SplitFit``) is read at the target's context rounded to bins
-# this wide in log context (0.5%: the ratio moves by under 0.2% across one), each bin priced
-# at its own centre, so a macro-step's steps are not each an analytic step more and the
-# ratio is the same whichever step asks first.
+# A prior's split ratio (``prior.SplitFit``) is priced at a grid of contexts this many to a
+# factor of e (0.5% apart) and interpolated between them in log context: a macro-step's steps
+# are not each an analytic step more, the ratio is the same whichever step asks first, and it
+# stays continuous in the context, so a macro-step and the step-exact mode read one ratio.
 SPLIT_CONTEXT_BINS_PER_E = 200
 
 
@@ -103,14 +103,20 @@ class DecodeRatios:
                                    self.width), p.measured_s) for p in self.points]
 
     def _split_ratio(self, n: int, width: int, context: float) -> float:
-        """A prior's split ratio for ``n`` sequences at ``context``, read at the centre of the
-        context's bin (SPLIT_CONTEXT_BINS_PER_E)."""
-        key = (n, width, round(math.log(context) * SPLIT_CONTEXT_BINS_PER_E))
+        """A prior's split ratio for ``n`` sequences at ``context``: interpolated in log
+        context between the two grid contexts around it (SPLIT_CONTEXT_BINS_PER_E)."""
+        x = math.log(context) * SPLIT_CONTEXT_BINS_PER_E
+        k = math.floor(x)
+        lo, hi = self._split_at(n, width, k), self._split_at(n, width, k + 1)
+        return lo + (hi - lo) * (x - k)
+
+    def _split_at(self, n: int, width: int, k: int) -> float:
+        key = (n, width, k)
         r = self._split_ratios.get(key)
         if r is None:
-            centre = math.exp(key[2] / SPLIT_CONTEXT_BINS_PER_E)
+            context = math.exp(k / SPLIT_CONTEXT_BINS_PER_E)
             r = self._split_ratios[key] = self.prior.split.ratio(
-                *self._step_split(self.analytic, n, centre, width))
+                *self._step_split(self.analytic, n, context, width))
         return r
 
     def decode_ratio(self, n: int, width: int | None = None,
