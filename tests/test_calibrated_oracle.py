@@ -897,24 +897,30 @@ def test_a_verify_step_is_the_anchors_tpot_times_the_tokens_their_stream_shows(s
     assert steps[1.0] == pytest.approx(steps[2.4], rel=1e-9)
 
 
+def _assert_macro_steps_equal_exact_steps(path, common) -> None:
+    """The scenario replayed step by step and in macro-steps: the same first tokens and
+    finishes."""
+    from inferasim.report.run_report import replay_summary
+    from inferasim.serve.simulation import simulate
+
+    exact, macro = [
+        replay_summary(simulate(load_scenario(path, [*common, f"sim.exact_steps={e}"])))[0]
+        for e in ("true", "false")]
+    assert len(exact) == len(macro) > 8
+    for col in ("first_token_s", "finish_s"):
+        np.testing.assert_allclose(macro[col], exact[col], rtol=1e-9)
+
+
 def test_macro_steps_equal_exact_steps_where_the_decode_ratio_follows_the_context():
     """The ISL grid measured each batch at several prompt lengths, so the decode ratio is read
     at each step's own context: a macro-step's steps must each take their own ratio, as step by
     step (one ratio for the whole run, read at its first step, drifted by 1e-5 of a finish)."""
-    from inferasim.report.run_report import replay_summary
-    from inferasim.serve.simulation import simulate
-
     common = ["workload.isl=4096", "workload.concurrency=8", "workload.duration_s=60"]
     path = REPO_ROOT / "scenarios/isl-grid/glm5-h200-vllm-fp8-mtp-tp8.yaml"
     macro_sc = load_scenario(path, common)
     oracle = oracle_for(macro_sc)
     assert oracle.calibrated and oracle._trend_context(oracle.width, np.full(4, 5000.0))
-    frames = [replay_summary(simulate(load_scenario(path, [*common, f"sim.exact_steps={e}"])))[0]
-              for e in ("true", "false")]
-    exact, macro = frames
-    assert len(exact) == len(macro) > 8
-    for col in ("first_token_s", "finish_s"):
-        np.testing.assert_allclose(macro[col], exact[col], rtol=1e-9)
+    _assert_macro_steps_equal_exact_steps(path, common)
 
 
 def test_macro_steps_equal_exact_steps_where_a_priors_split_follows_the_context(tmp_path):
@@ -925,8 +931,6 @@ def test_macro_steps_equal_exact_steps_where_a_priors_split_follows_the_context(
     from inferasim.anchors.loading import default_store
     from inferasim.anchors.store import write_anchor_file
     from inferasim.config.recipes import recipe_path
-    from inferasim.report.run_report import replay_summary
-    from inferasim.serve.simulation import simulate
 
     held = tmp_path / "held.json"
     write_anchor_file(held, [r for r in default_store().records
@@ -938,9 +942,4 @@ def test_macro_steps_equal_exact_steps_where_a_priors_split_follows_the_context(
     path = recipe_path("vllm", "mi355x", "minimax-m2.5", "mxfp4")
     oracle = oracle_for(load_scenario(path, common))
     assert oracle.prior is not None and oracle.prior.split is not None
-    frames = [replay_summary(simulate(load_scenario(path, [*common, f"sim.exact_steps={e}"])))[0]
-              for e in ("true", "false")]
-    exact, macro = frames
-    assert len(exact) == len(macro) > 8
-    for col in ("first_token_s", "finish_s"):
-        np.testing.assert_allclose(macro[col], exact[col], rtol=1e-9)
+    _assert_macro_steps_equal_exact_steps(path, common)
