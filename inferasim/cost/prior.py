@@ -37,7 +37,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from inferasim.cost.ttft_model import PREFILL_SLOPE_LIMITS
+from inferasim.cost.ttft_model import PREFILL_SLOPE_LIMITS, held_at_bound
 
 
 @attrs.frozen
@@ -77,10 +77,9 @@ def reading(label: str, record, oracle) -> RegimeReading | None:
     table = oracle.decode_table()
     level = table[min(table)]
     slope = oracle.prefill_slope if oracle.calibration["prefill"] == "calibrated" else None
-    lo, hi = PREFILL_SLOPE_LIMITS
     # a fit held at its bound is no reading of the prefill: the TTFT model did not describe
     # that regime (docs/anchors.md, "A prior per part and engine")
-    pinned = slope is not None and not lo * 1.01 < slope < hi / 1.01
+    pinned = slope is not None and held_at_bound(slope, PREFILL_SLOPE_LIMITS)
     reg, prov = record.regime, record.provenance
     return RegimeReading(label, reg.model or "?", len(oracle.points), level,
                          (min(table), max(table)), None if pinned else slope,
@@ -139,10 +138,10 @@ def fit_split(readings: list[RegimeReading]) -> SplitFit | None:
         x = np.clip(x + step, lo, hi)
         if np.abs(step).max() < 1e-9:
             break
-    margin = math.log(1.01)
-    if np.any(x <= lo + margin) or np.any(x >= hi - margin):
+    attention, other = np.exp(x)
+    if held_at_bound(attention, SPLIT_LIMITS) or held_at_bound(other, SPLIT_LIMITS):
         return None
-    return SplitFit(math.exp(x[0]), math.exp(x[1]), len(rows))
+    return SplitFit(float(attention), float(other), len(rows))
 
 
 class PooledPrior:

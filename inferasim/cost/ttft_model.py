@@ -16,6 +16,13 @@ import numpy as np
 PREFILL_SLOPE_LIMITS = (0.25, 8.0)
 
 
+def held_at_bound(value: float, limits: tuple[float, float]) -> bool:
+    """A fitted factor within 1% of a bound of ``limits``: the fit stopped there, so it is no
+    reading of what it fits (the prefill slope; a prior's split, ``prior.fit_split``)."""
+    lo, hi = limits
+    return not lo * 1.01 < value < hi / 1.01
+
+
 @attrs.frozen
 class TtftRow:
     """One anchor's TTFT as the prefill fit reads it."""
