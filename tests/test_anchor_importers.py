@@ -124,9 +124,9 @@ def test_inferencemax_dynamo_trt_rows_carry_their_recipes_decode_running_limit()
     assert by_conc[1280].regime.max_num_seqs == 48
     assert by_conc[16384].regime.max_num_seqs == 1024
     assert any("launch recipe" in n for n in by_conc[16384].provenance.notes)
-    # a row the config does not list (another month's run) takes none
-    assert by_conc[10].regime.max_num_seqs is None
-    assert sum(r.regime.max_num_seqs is not None for r in trt) == 61
+    # the per-client recipe file sets 1 under its template's name (batch64, ..._12.yaml)
+    assert by_conc[10].regime.max_num_seqs == 1
+    assert sum(r.regime.max_num_seqs is not None for r in trt) == 62
     # mori's rows take their launch config's limit by mode (next test)
     mori = [r for r in everything if r.regime.engine == "mori-sglang"]
     assert mori and all(r.regime.max_num_seqs for r in mori)

@@ -40,6 +40,16 @@ def test_a_row_takes_the_batch_of_the_recipe_with_its_pools_and_clients():
     assert decode_batch(None, "fp8", 1024, 1024, "none", 3072, 1, 2, 8, True) is None
 
 
+def test_a_per_client_recipe_file_takes_the_limit_it_sets_not_its_name():
+    # ctx1_gen3_tp8_batch1024_eplb0_mtp0_<clients>.yaml: 1 at 4 clients, 12 at 32, 1024 at 128
+    assert decode_batch("b200", "fp8", 1024, 1024, "none", 4, 1, 3, 8, False) == 1
+    assert decode_batch("b200", "fp8", 1024, 1024, "none", 32, 1, 3, 8, False) == 12
+    assert decode_batch("b200", "fp8", 1024, 1024, "none", 128, 1, 3, 8, False) == 1024
+    # ctx1_gen8_tp8_batch64_eplb0_mtp0_12.yaml runs 10 clients at 1 a worker
+    assert decode_batch("b300", "fp8", 1024, 1024, "none", 10, 1, 8, 8, False) == 1
+    assert decode_batch("b300", "fp8", 1024, 1024, "none", 128, 1, 8, 8, False) == 64
+
+
 def test_a_speculative_sglang_worker_runs_the_recipes_512_over_its_ranks():
     assert sglang_decode_running("mtp", 1) == 512
     assert sglang_decode_running("mtp", 8) == 64

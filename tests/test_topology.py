@@ -64,14 +64,19 @@ def test_kv_aware_router_weighs_cached_blocks_against_load():
     assert set(frame.instance) == {0, 1}
 
 
-def test_dynamo_orchestrator_routes_by_kv_and_native_by_load():
-    dyn = load_scenario(None, ["topology.kind=disaggregated", "topology.orchestrator=dynamo"])
-    assert dyn.topology.router_policy == "kv-aware"
+def test_dynamo_orchestrator_routes_round_robin_and_native_by_load():
+    # Dynamo's frontend routes round robin unless launched with --router-mode kv (its
+    # frontend reference); the engine then picks the attention-DP rank itself
+    dyn = load_scenario(None, ["topology.kind=disaggregated", "topology.orchestrator=dynamo",
+                               "parallel.dp_attention=2", "parallel.tp=2"])
+    assert dyn.topology.router_policy == "round-robin"
+    assert dyn.rank_router == dyn.engine.dp_rank_router
     native = load_scenario(None, ["topology.kind=disaggregated"])
     assert native.topology.router_policy == "least-loaded"
-    chosen = load_scenario(None, ["topology.orchestrator=dynamo",
-                                  "topology.router=round-robin"])
-    assert chosen.topology.router_policy == "round-robin"
+    kv = load_scenario(None, ["topology.orchestrator=dynamo", "topology.router=kv-aware",
+                              "parallel.dp_attention=2", "parallel.tp=2"])
+    assert kv.topology.router_policy == "kv-aware"
+    assert kv.rank_router == "kv-aware"     # Dynamo's KV router pins the rank
 
 
 def test_kv_transfer_time_is_bytes_over_bandwidth_plus_latency():

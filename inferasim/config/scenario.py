@@ -367,7 +367,8 @@ class TopologySpec:
     kind: str = attrs.field(default="colocated", metadata=choices("colocated", "disaggregated"))
     # Colocated: identical engine instances behind one router.
     instances: int = attrs.field(default=1, metadata=between(1, MAX_INSTANCES))
-    # ``auto``: the orchestrator's own (Dynamo's KV router, kv-aware), else least-loaded.
+    # ``auto``: the orchestrator's own (Dynamo's frontend: round robin, its default without
+    # ``--router-mode kv``), else least-loaded.
     router: str = attrs.field(default="auto", metadata=choices("auto", *ROUTERS))
     # How requests are spread over the attention-DP ranks of one instance: ``engine`` = the
     # engine's own policy (engine.dp_rank_router), or one of the routers by name.
@@ -391,7 +392,7 @@ class TopologySpec:
         """The instance router in force (``router``, with ``auto`` resolved)."""
         if self.router != "auto":
             return self.router
-        return "kv-aware" if self.orchestrator == "dynamo" else "least-loaded"
+        return "round-robin" if self.orchestrator == "dynamo" else "least-loaded"
 
     def __attrs_post_init__(self) -> None:
         if self.instances < 1 or self.prefill.instances < 1 or self.decode.instances < 1:
@@ -473,9 +474,10 @@ class Scenario:
     def rank_router(self) -> str:
         """The attention-DP rank routing policy in force: the scenario's, else the engine's."""
         chosen = self.topology.rank_router
-        if chosen == "engine" and self.topology.orchestrator == "dynamo":
+        if chosen == "engine" and self.topology.router_policy == "kv-aware":
             # Dynamo's KV router picks the attention-DP rank itself and pins it (strict
-            # routing: Dynamo docs, "DP Rank Routing" [3P])
+            # routing: Dynamo docs, "DP Rank Routing" [3P]); its round robin leaves it to
+            # the engine
             return "kv-aware"
         return self.engine.dp_rank_router if chosen == "engine" else chosen
 

@@ -20,6 +20,17 @@ limit").
 A row takes the limit of the entry whose pools and clients it matches exactly; one the
 config does not list (other runs of the month: the H200 rows of 2026-03-23) takes none.
 
+Where a recipe is written per client count (the B200 and B300 FP8 files whose names end in
+``_<clients>``), its name keeps the template's ``batch<B>`` but its ``decode`` block sets the
+limit that ran, and the two differ in three files read (connorcarpenter15/srt-slurm and
+qiching/srt-slurm, forks of the recipes InferenceX launched, @ 5a156f6 and 5063eb4):
+``b200-fp8/1k1k/stp/ctx1_gen3_tp8_batch1024_eplb0_mtp0_4.yaml`` sets ``max_batch_size: 1`` and
+``..._32.yaml`` 12 (``..._128.yaml`` 1024, as named), and
+``b300-fp8/1k1k/stp/ctx1_gen8_tp8_batch64_eplb0_mtp0_12.yaml`` sets 1 and runs 10 clients. The
+table holds what the files set. At one slot a worker, a client routed to a busy worker waits a
+whole decode for it: the B200 row at 4 clients on 3 workers measures a median TTFT of 1.8 s
+against 0.24 s at 32 on 36 slots (docs/anchors.md, "The decode workers' running limit").
+
 The Dynamo SGLang runs launched srt-slurm recipes (ishandhanani/srt-slurm), which do not name
 their limit in the file name but set it in the file: every speculative (EAGLE/MTP) decode
 worker read sets ``max-running-requests: 512`` (``recipes/b200-fp4/1k1k-mtp.yaml`` and
@@ -66,7 +77,9 @@ b200   fp8 1024 1024 mtp   1  7  8 dpa   128  896
 b200   fp8 1024 1024 mtp   1  4  8 dpa   256  1024
 b200   fp8 1024 1024 mtp   1  3  8 dpa   384  1184
 b200   fp8 1024 1024 mtp   1  2  8 dpa   768  1600
-b200   fp8 1024 1024 none  1  3  8 tp   1024  4,32,128
+b200   fp8 1024 1024 none  1  3  8 tp      1  4
+b200   fp8 1024 1024 none  1  3  8 tp     12  32
+b200   fp8 1024 1024 none  1  3  8 tp   1024  128
 b200   fp8 1024 1024 none  1  5  8 dpa    48  1920
 b200   fp8 1024 1024 none  1  1  8 dpa   512  4096
 b200   fp8 1024 1024 none  2  5  8 dpa   128  5152
@@ -93,6 +106,7 @@ b300   fp8 1024 1024 mtp   3  2  8 dpa   512  11264
 b300   fp8 1024 1024 none  1  1  8 dpa   256  2112
 b300   fp8 1024 1024 none  1  2  8 dpa   128  3072
 b300   fp8 1024 1024 none  1  3  8 dpa    48  1280
+b300   fp8 1024 1024 none  1  8  8 tp      1  10
 b300   fp8 1024 1024 none  1  8  8 tp     64  12
 b300   fp8 1024 1024 none  1  8  8 tp     64  128
 b300   fp8 1024 1024 none  1  8  8 tp     64  384
@@ -230,7 +244,8 @@ gb300  fp8 1024 8192 none  1  2 16 dpa   256  8192
 """
 
 SOURCE = ("SemiAnalysisAI/InferenceX .github/configs/nvidia-master.yaml @ 0004cf5 "
-          "(CONFIG_FILE recipe batch<B>)")
+          "(CONFIG_FILE recipe batch<B>; the recipe file's own decode block where it sets "
+          "another)")
 
 
 def _parse(text: str) -> dict[tuple, list[tuple[frozenset[int], int]]]:
