@@ -93,6 +93,7 @@ class EngineInstance(EngineCore):
         event fires when they are held, or with ``req.failed`` set when they never can be."""
         done = self.env.event()
         self.prealloc_queue.append((req, done))
+        self._arriving(req)
         if len(self.prealloc_queue) == 1:  # behind a blocked head it cannot go first
             self._poke()
         return done
@@ -100,6 +101,7 @@ class EngineInstance(EngineCore):
     def release_prealloc(self, req: LiveRequest) -> None:
         """A preallocated request that will not decode here (its prefill failed, or the
         prefill's one token was the whole answer) gives its pages back."""
+        self._arrived(req)
         if req.preallocated and req.private:
             self.kv.release(req)
             self._prealloc_held -= 1
@@ -120,6 +122,7 @@ class EngineInstance(EngineCore):
                 if held == 0:  # an empty instance cannot take it: it never will
                     req.failed = self.kv.refusal(req.spec.prompt_tokens, "decode pool")
                     queue.pop(0)
+                    self._arrived(req)
                     done.succeed()
                     continue
                 return
@@ -138,8 +141,17 @@ class EngineInstance(EngineCore):
             self._in_macro = False
             self.process.interrupt("arrival")
 
+    def _arriving(self, req: LiveRequest) -> None:
+        self.incoming[id(req)] = req
+        self._load_moved()
+
+    def _arrived(self, req: LiveRequest) -> None:
+        if self.incoming.pop(id(req), None) is not None:
+            self._load_moved()
+
     def submit(self, req: LiveRequest) -> None:
         req.instance = self.index
+        self.incoming.pop(id(req), None)   # now counted where it waits
         if req.preallocated and req.private:
             self._prealloc_held -= 1  # now a waiting request like any other
         if self._recv_every > 1 and not self._idle:

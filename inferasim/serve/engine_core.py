@@ -86,6 +86,9 @@ class EngineCore:
         self.new_token_ratio = policy.ratio_init
         self.waiting: list[LiveRequest] = []
         self.running: list[LiveRequest] = []      # admission order
+        # routed here and not yet submitted (a disaggregated decode instance's requests from
+        # its preallocation to their KV's arrival): a router counts them from its decision
+        self.incoming: dict[int, LiveRequest] = {}
         self.prefilling: list[LiveRequest] = []   # running, prompt not done, admission order
         self.decoding = DecodeSet(self.advance)   # running, past the prompt
         self.stats = EngineStats()
@@ -123,11 +126,11 @@ class EngineCore:
 
     @property
     def load_score(self) -> int:
-        return 4 * (len(self.waiting) + len(self.inbox)) + len(self.running)
+        return 4 * (len(self.waiting) + len(self.inbox) + len(self.incoming)) + len(self.running)
 
     @property
     def request_count(self) -> int:
-        return len(self.waiting) + len(self.inbox) + len(self.running)
+        return len(self.waiting) + len(self.inbox) + len(self.incoming) + len(self.running)
 
     def queue_order(self) -> list[LiveRequest]:
         return self.policy.order(self.waiting, self.kv, self.policy.lpm_max_waiting)

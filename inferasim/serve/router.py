@@ -32,15 +32,20 @@ def kv_router_cost(target, req: LiveRequest) -> float:
     """NVIDIA Dynamo's KV router cost of sending ``req`` to ``target`` (its router docs,
     "Cost Calculation", read with the search tool [3P]): the prefill blocks it would have
     (the prompts it is yet to compute plus this one's uncached part) times the overlap
-    weight (1.0 by default), plus its decode blocks (the KV its running requests hold, and
-    this prompt's; not its cache's idle blocks). Blocks of the target's own size."""
+    weight (1.0 by default), plus its decode blocks (the KV its running requests hold, the
+    prompts routed to it whose KV is yet to land, and this prompt's; not its cache's idle
+    blocks). Blocks of the target's own size."""
     bt = target.kv.bt
     cached = target.peek(req) * bt
     pending = sum(max(0, r.spec.prompt_tokens - r.computed) for r in target.prefilling) \
         + sum(r.spec.prompt_tokens for r in target.waiting) \
         + sum(r.spec.prompt_tokens for r in target.inbox)
     prefill = (pending + max(0, req.spec.prompt_tokens - cached)) / bt
-    decode = (sum(r.computed for r in target.running) + req.spec.prompt_tokens) / bt
+    # a request routed here whose KV is yet to land counts from the decision, as the
+    # router adds a request's blocks to its worker's when it routes it
+    decode = (sum(r.computed for r in target.running)
+              + sum(r.spec.prompt_tokens for r in target.incoming.values())
+              + req.spec.prompt_tokens) / bt
     return KV_OVERLAP_WEIGHT * prefill + decode
 
 
