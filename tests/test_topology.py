@@ -35,6 +35,26 @@ def test_round_robin_spreads_requests_evenly():
     assert counts.max() - counts.min() <= 1
 
 
+def test_frontends_each_keep_their_own_round_robin_turn():
+    # nginx deals requests to the frontends in turn; each frontend sends its own requests to
+    # the workers in turn, from the first: with 3 frontends over 3 workers the first three
+    # requests all go to the first worker
+    from inferasim.serve.router import Router
+
+    one, three = Router(["a", "b", "c"], "round-robin"), Router(["a", "b", "c"],
+                                                                "round-robin", frontends=3)
+    assert [one.choose(None) for _ in range(6)] == ["a", "b", "c", "a", "b", "c"]
+    assert [three.choose(None) for _ in range(9)] == ["a"] * 3 + ["b"] * 3 + ["c"] * 3
+    with pytest.raises(ValueError):
+        Router(["a"], "round-robin", frontends=0)
+    # the scenario key reaches both pools' routers
+    sc = load_scenario(None, ["topology.kind=disaggregated", "topology.orchestrator=dynamo",
+                              "topology.frontends=4"])
+    topo = build_topology(simpy.Environment(), sc, Knobs(), 16,
+                          lambda s, k: AnalyticOracle(s))
+    assert len(topo.frontend.decode._turns) == len(topo.frontend.prefill._turns) == 4
+
+
 def test_prefix_affinity_keeps_sessions_on_their_cache():
     _, _, rr = run("topology.instances=4", "topology.router=round-robin",
                    "workload.synthetic.turns_mean=4")

@@ -370,6 +370,10 @@ class TopologySpec:
     # ``auto``: the orchestrator's own (Dynamo's frontend: round robin, its default without
     # ``--router-mode kv``), else least-loaded.
     router: str = attrs.field(default="auto", metadata=choices("auto", *ROUTERS))
+    # Routers requests are dealt to in turn, each with its own state: Dynamo frontends behind
+    # nginx's round robin (srt-slurm's launcher starts up to 10 unless told not to); each
+    # keeps its own round-robin turn. 1: one router.
+    frontends: int = attrs.field(default=1, metadata=between(1, 64))
     # How requests are spread over the attention-DP ranks of one instance: ``engine`` = the
     # engine's own policy (engine.dp_rank_router), or one of the routers by name.
     rank_router: str = attrs.field(default="engine", metadata=choices("engine", *ROUTERS))

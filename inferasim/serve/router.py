@@ -73,12 +73,21 @@ INDEXED = ("least-loaded", "least-requests", "prefix-affinity")
 
 
 class Router:
-    def __init__(self, targets: Sequence, policy: str):
+    def __init__(self, targets: Sequence, policy: str, frontends: int = 1):
+        """``frontends``: routers of this policy that requests are dealt to in turn, each
+        keeping its own state (Dynamo frontends behind nginx's round robin, each with its
+        own round-robin turn over the same workers); only a stateful policy (round robin)
+        tells them apart, the others read the targets' live state alike."""
         if not targets:
             raise ValueError("a router needs at least one target")
+        if frontends < 1:
+            raise ValueError("a router needs at least one frontend")
         self.targets = list(targets)
         self.policy = policy
         self._next = 0
+        # each frontend's next turn, and the frontend the next request is dealt to
+        self._turns = [0] * frontends
+        self._dealt = 0
         self.fleet: FleetRouting | None = None
         if policy == "round-robin":
             self._pick: Callable[[Sequence, LiveRequest], int] = self._round_robin
@@ -90,8 +99,14 @@ class Router:
             self._pick = SCANS[policy]
 
     def _round_robin(self, targets: Sequence, req: LiveRequest) -> int:
-        i = self._next
-        self._next = (i + 1) % len(targets)
+        if len(self._turns) == 1:
+            i = self._next
+            self._next = (i + 1) % len(targets)
+            return i
+        f = self._dealt
+        self._dealt = (f + 1) % len(self._turns)
+        i = self._turns[f]
+        self._turns[f] = (i + 1) % len(targets)
         return i
 
     def submit(self, req: LiveRequest) -> None:

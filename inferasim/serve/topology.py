@@ -125,9 +125,10 @@ def _instance(env: simpy.Environment, scenario: Scenario, knobs: Knobs, block_to
 def _pool(env, scenario, knobs, block_tokens, make_oracle, count: int, router: str,
           first_index: int, prealloc_matches: bool = False
           ) -> tuple[Router, list[EngineInstance], list[list]]:
-    """``count`` instances behind a router; also each instance's ranks (its engines).
-    ``prealloc_matches``: a disaggregated decode pool that matches its own prefix cache
-    before it pulls (``KVManager.prealloc_matches``)."""
+    """``count`` instances behind a router (as many of them as ``topology.frontends``, dealt
+    requests in turn); also each instance's ranks (its engines). ``prealloc_matches``: a
+    disaggregated decode pool that matches its own prefix cache before it pulls
+    (``KVManager.prealloc_matches``)."""
     targets, engines, instances = [], [], []
     for _ in range(count):
         target, ranks = _instance(env, scenario, knobs, block_tokens, make_oracle,
@@ -137,7 +138,7 @@ def _pool(env, scenario, knobs, block_tokens, make_oracle, count: int, router: s
         targets.append(target)
         engines.extend(ranks)
         instances.append(ranks)
-    return Router(targets, router), engines, instances
+    return Router(targets, router, scenario.topology.frontends), engines, instances
 
 
 class DisaggregatedFrontend:
