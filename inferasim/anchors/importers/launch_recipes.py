@@ -1,5 +1,5 @@
-"""The running limit InferenceMAX's runs were launched with, from their launch recipes: the
-decode workers' of the disaggregated runs (Dynamo over TensorRT-LLM or SGLang, and AMD's
+"""The running limit (and the frontends) InferenceMAX's runs were launched with, from their
+launch recipes: the decode workers' of the disaggregated runs (Dynamo over TensorRT-LLM or SGLang, and AMD's
 mori-sglang), and the single-node SGLang servers' under speculative decoding.
 
 The rows (``benchmarks_flat.csv``) record each pool's workers and layout but not the decode
@@ -48,6 +48,10 @@ models.yaml``, which sets the decode workers' ``max_running_requests`` by mode
 The single-node SGLang servers with a draft model read their limit from InferenceX's
 ``benchmarks/single_node/fixed_seq_len/dsr1_*_mtp.sh`` (``colocated_sglang_running``);
 without one SGLang would run 48.
+
+The same recipes say how many Dynamo frontends the launcher started (``dynamo_frontends``):
+each routes with its own round-robin turn, which decides whether a request reaches a free
+decode worker where the workers have one slot each.
 """
 
 from __future__ import annotations
