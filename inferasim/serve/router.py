@@ -84,7 +84,6 @@ class Router:
             raise ValueError("a router needs at least one frontend")
         self.targets = list(targets)
         self.policy = policy
-        self._next = 0
         # each frontend's next turn, and the frontend the next request is dealt to
         self._turns = [0] * frontends
         self._dealt = 0
@@ -99,10 +98,6 @@ class Router:
             self._pick = SCANS[policy]
 
     def _round_robin(self, targets: Sequence, req: LiveRequest) -> int:
-        if len(self._turns) == 1:
-            i = self._next
-            self._next = (i + 1) % len(targets)
-            return i
         f = self._dealt
         self._dealt = (f + 1) % len(self._turns)
         i = self._turns[f]
