@@ -10,7 +10,6 @@ import pytest
 from inferasim.anchors.importers.launch_recipes import (
     colocated_sglang_running,
     decode_batch,
-    dynamo_frontends,
     mori_decode_running,
     sglang_decode_running,
 )
@@ -50,21 +49,6 @@ def test_a_per_client_recipe_file_takes_the_limit_it_sets_not_its_name():
     # ctx1_gen8_tp8_batch64_eplb0_mtp0_12.yaml runs 10 clients at 1 a worker
     assert decode_batch("b300", "fp8", 1024, 1024, "none", 10, 1, 8, 8, False) == 1
     assert decode_batch("b300", "fp8", 1024, 1024, "none", 128, 1, 8, 8, False) == 64
-
-
-def test_a_recipe_that_leaves_srtctls_default_runs_a_frontend_on_each_other_node():
-    kw = dict(isl=1024, osl=1024, spec="none", dpa=1)
-    # GB200 FP8, 1 prefill and 3 decode workers of 8 GPUs: 8 trays of 4, nginx on one
-    count, note = dynamo_frontends("dynamo-trt", True, gpu="gb200", precision="fp8", tp=8,
-                                   prefill_workers=1, decode_workers=3, num_gpus=32, **kw)
-    assert count == 7 and "nginx" in note
-    # at most 1 + 9; a recipe that sets enable_multiple_frontends false (B200 FP8) runs one
-    assert dynamo_frontends("dynamo-trt", True, gpu="gb200", precision="fp8", tp=8,
-                            prefill_workers=1, decode_workers=3, num_gpus=96, **kw)[0] == 10
-    assert dynamo_frontends("dynamo-trt", True, gpu="b200", precision="fp8", tp=8,
-                            prefill_workers=1, decode_workers=3, num_gpus=32, **kw) is None
-    assert dynamo_frontends("dynamo-sglang", True, gpu="gb200", precision="fp8", tp=8,
-                            prefill_workers=1, decode_workers=3, num_gpus=32, **kw) is None
 
 
 def test_a_speculative_sglang_worker_runs_the_recipes_512_over_its_ranks():
@@ -147,11 +131,10 @@ def test_the_calibration_reads_a_recorded_slot_wait_out_of_the_ttft():
 
 
 def test_round_robin_sends_a_request_to_a_busy_one_slot_worker_the_kv_router_does_not():
-    """GB200 FP8 at 3 clients on three one-slot decode workers (the shipped row, launched
-    with 7 frontends): Dynamo's default round robin sends a request to its frontend's next
-    worker, which may still run another client's request, so requests wait for it; the KV
-    router, a chosen policy, always finds the free one. The measured row waited (median TTFT
-    6.3 s)."""
+    """GB200 FP8 at 3 clients on three one-slot decode workers (the shipped row): Dynamo's
+    default round robin sends a client's next request to the worker in turn, which may still
+    run another client's request, so some requests wait for it; the KV router, a chosen
+    policy, always finds the free one. The measured row waited (median TTFT 6.3 s)."""
     import attrs
 
     from inferasim.report.run_report import replay_summary
@@ -163,15 +146,18 @@ def test_round_robin_sends_a_request_to_a_busy_one_slot_worker_the_kv_router_doe
     rr = anchor_workload(scenario_from_regime(row), row)
     assert rr.topology.router_policy == "round-robin"
     assert rr.topology.decode.engine["max_num_seqs"] == 1
-    assert rr.topology.frontends == 7
     kv = attrs.evolve(rr, topology=attrs.evolve(rr.topology, router="kv-aware"))
+    # srt-slurm's default launch: 7 frontends behind nginx, each with its own turn
+    fronts = attrs.evolve(rr, topology=attrs.evolve(rr.topology, frontends=7))
     others = AnchorStore([r for r in store.records if r.id != row.id])
     waits = {}
-    for name, sc in (("rr", rr), ("kv", kv)):
+    for name, sc in (("rr", rr), ("kv", kv), ("fronts", fronts)):
         frame, _ = replay_summary(simulate(sc, Knobs(), store=others))
         # beyond the prefill, each request pays the same time outside the engine; what
         # differs between requests is the wait for a decode slot
         beyond = (frame.ttft_s - frame.prefill_s).to_numpy()
         waits[name] = beyond - beyond.min()
     assert waits["kv"].max() < 0.05               # never behind another client's request
-    assert np.median(waits["rr"]) > 2.0           # most wait for their worker's request
+    assert (waits["rr"] > 0.2).sum() >= 5         # some wait for their worker's request
+    # dealt over 7 frontends whose turns all start at the first worker, most requests wait
+    assert np.median(waits["fronts"]) > 2.0 > np.median(waits["rr"])

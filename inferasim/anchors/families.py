@@ -165,13 +165,6 @@ def scenario_text(family: Family, rows: list[AnchorRecord], source: str) -> tupl
         }
         lines.append("# parallel: the decode pool's layout; topology.prefill.parallel the "
                      "prefill pool's.")
-        fronts = {r.regime.frontends for r in chosen if int(r.workload.concurrency) == conc}
-        front = fronts.pop() if len(fronts) == 1 else None
-        if front:
-            data["topology"]["frontends"] = int(front)
-            lines.append("# topology.frontends: the Dynamo frontends its launcher started behind "
-                         "nginx, each routing with its own round-robin turn "
-                         "(anchors/importers/launch_recipes.py).")
         if limit:
             data["topology"]["decode"]["engine"] = {"max_num_seqs": int(limit)}
             lines.append("# topology.decode.engine.max_num_seqs: the decode workers' "

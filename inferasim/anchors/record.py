@@ -94,9 +94,6 @@ class Regime:
     prefill_dp_attention: int | None = attrs.field(default=None, metadata=at_least(1))
     prefill_workers: int | None = attrs.field(default=None, metadata=at_least(1))
     decode_workers: int | None = attrs.field(default=None, metadata=at_least(1))
-    # Dynamo frontends behind nginx the run was launched with, each routing on its own
-    # (None: one, or not known)
-    frontends: int | None = attrs.field(default=None, metadata=at_least(1))
 
     @property
     def disaggregated(self) -> bool:

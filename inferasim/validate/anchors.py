@@ -285,9 +285,8 @@ def replay_problem(record: AnchorRecord) -> str | None:
 
 
 def deployment_topology(base: TopologySpec, record: AnchorRecord) -> TopologySpec:
-    """``base`` with the pools a disaggregated anchor measured: its worker counts, its
-    prefill pool's layout (the decode pool's is the scenario's own ``parallel``) and the
-    frontends its launcher started."""
+    """``base`` with the pools a disaggregated anchor measured: its worker counts and its
+    prefill pool's layout (the decode pool's is the scenario's own ``parallel``)."""
     reg = record.regime
     if not (reg.prefill_workers and reg.decode_workers and reg.prefill_tp):
         raise ConfigError("the anchor does not record its pools' worker counts and prefill "
@@ -297,7 +296,7 @@ def deployment_topology(base: TopologySpec, record: AnchorRecord) -> TopologySpe
     # a recorded running limit is the decode workers' (the launch recipe's max_batch_size)
     decode_engine = {"max_num_seqs": int(reg.max_num_seqs)} if reg.max_num_seqs else {}
     return attrs.evolve(
-        base, kind="disaggregated", frontends=int(reg.frontends or base.frontends),
+        base, kind="disaggregated",
         prefill=attrs.evolve(base.prefill, instances=reg.prefill_workers, parallel=prefill),
         decode=attrs.evolve(base.decode, instances=reg.decode_workers, parallel={},
                             engine={**base.decode.engine, **decode_engine}))

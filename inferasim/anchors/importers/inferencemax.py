@@ -153,13 +153,6 @@ def row_to_record(row: Mapping[str, Any], *, file: str) -> AnchorRecord:
     if limit:
         pools["max_num_seqs"], note = limit
         notes.append(note)
-    fronts = launch_recipes.dynamo_frontends(
-        engine, pools["topology"] == "disaggregated", gpu=gpu, precision=precision, isl=isl,
-        osl=osl, spec=spec, tp=tp, dpa=dpa, prefill_workers=pools.get("prefill_workers"),
-        decode_workers=pools.get("decode_workers"), num_gpus=gpus)
-    if fronts:
-        pools["frontends"], note = fronts
-        notes.append(note)
     regime = Regime(
         model=model_raw, engine=engine, gpu=gpu,
         weight_dtype=nz.weight_dtype_for_precision(precision, nz.gpu_vendor(gpu)),

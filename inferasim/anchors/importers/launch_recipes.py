@@ -1,7 +1,6 @@
-"""The running limit (and the frontends) InferenceMAX's runs were launched with, from their
-launch recipes: the decode workers' of the disaggregated runs (Dynamo over TensorRT-LLM or
-SGLang, and AMD's mori-sglang), and the single-node SGLang servers' under speculative
-decoding.
+"""The running limit InferenceMAX's runs were launched with, from their launch recipes: the
+decode workers' of the disaggregated runs (Dynamo over TensorRT-LLM or SGLang, and AMD's
+mori-sglang), and the single-node SGLang servers' under speculative decoding.
 
 The rows (``benchmarks_flat.csv``) record each pool's workers and layout but not the decode
 workers' ``max_batch_size``. InferenceX sets it per run: its master config
@@ -49,10 +48,6 @@ models.yaml``, which sets the decode workers' ``max_running_requests`` by mode
 The single-node SGLang servers with a draft model read their limit from InferenceX's
 ``benchmarks/single_node/fixed_seq_len/dsr1_*_mtp.sh`` (``colocated_sglang_running``);
 without one SGLang would run 48.
-
-The same recipes say how many Dynamo frontends the launcher started (``dynamo_frontends``):
-each routes with its own round-robin turn, which decides whether a request reaches a free
-decode worker where the workers have one slot each.
 """
 
 from __future__ import annotations
@@ -340,51 +335,6 @@ def colocated_sglang_running(gpu: str | None, precision: str | None, isl: int, o
     if isinstance(limit, tuple):
         return limit[0] if (int(isl), int(osl)) == (1024, 1024) else limit[1]
     return limit
-
-
-#: srt-slurm's launcher (``srtctl``, ``FrontendConfig``: ``enable_multiple_frontends`` True
-#: and ``num_additional_frontends`` 9 by default; ``cli/mixins/frontend_stage.py``) puts nginx
-#: on the head node and a Dynamo frontend on each other node, at most 1 + 9; nginx deals the
-#: requests to them in turn (``templates/nginx.conf.j2``: round robin) and each frontend
-#: routes with its own round-robin turn. The Dynamo TensorRT-LLM recipes read that leave the
-#: default on (they name an nginx image and do not set ``enable_multiple_frontends: false``;
-#: connorcarpenter15/srt-slurm @ 5a156f6): gpu, precision, ISL, OSL, speculative method,
-#: prefill workers, decode workers, decode TP, decode attention. The others read set it false
-#: (B200 and B300 FP8, B300 FP4, GB300 FP8 and FP4, H100, H200), and a recipe not read
-#: counts as one frontend.
-MULTI_FRONTEND = frozenset({
-    ("gb200", "fp8", 1024, 1024, "none", 1, 3, 8, "tp"),   # ctx1_gen3_tep8_batch{1,8}_..._{3,27}
-    ("gb200", "fp4", 1024, 1024, "none", 1, 4, 8, "tp"),   # ctx1_gen4_tep8_batch32_eplb0_mtp0
-    ("b200", "fp4", 1024, 1024, "none", 1, 5, 8, "tp"),    # ctx1_gen5_tep8_batch32_eplb0_mtp0
-})
-MAX_FRONTENDS = 10
-FRONTEND_SOURCE = ("srt-slurm's launcher default: nginx and a frontend on each other node, at "
-                   "most 10 (NVIDIA/srt-slurm src/srtctl/cli/mixins/frontend_stage.py)")
-
-
-def gpus_per_node(gpu: str) -> int:
-    """GPUs per node (per compute tray of an NVL72 rack) as the recipes count them."""
-    return 4 if gpu.startswith("gb") else 8
-
-
-def dynamo_frontends(engine: str | None, disaggregated: bool, *, gpu: str | None,
-                     precision: str | None, isl: int, osl: int, spec: str | None,
-                     tp: int | None, dpa: int | None, prefill_workers: int | None,
-                     decode_workers: int | None, num_gpus: int | None
-                     ) -> tuple[int, str] | None:
-    """How many Dynamo frontends the run's launcher started behind nginx, with the note that
-    says so, where its recipe leaves srt-slurm's default of several on; None where it runs
-    one (or the recipe was not read)."""
-    if not (disaggregated and engine == "dynamo-trt" and gpu and precision and num_gpus):
-        return None
-    key = (gpu, precision.lower(), int(isl), int(osl), "mtp" if spec == "mtp" else "none",
-           prefill_workers, decode_workers, tp, "dpa" if (dpa or 1) > 1 else "tp")
-    if key not in MULTI_FRONTEND:
-        return None
-    nodes = max(1, -(-int(num_gpus) // gpus_per_node(gpu)))
-    count = max(1, min(MAX_FRONTENDS, nodes - 1))
-    return count, (f"{count} Dynamo frontends behind nginx ({nodes} nodes), each with its own "
-                   f"round-robin turn: {FRONTEND_SOURCE}")
 
 
 def running_limit(engine: str | None, disaggregated: bool, *, gpu: str | None,
