@@ -51,6 +51,23 @@ def test_a_per_client_recipe_file_takes_the_limit_it_sets_not_its_name():
     assert decode_batch("b300", "fp8", 1024, 1024, "none", 128, 1, 8, 8, False) == 64
 
 
+def test_an_8k1k_row_takes_its_own_shapes_recipe():
+    # the same pools run other recipes at ISL 8192: ctx1_gen5_tep8_batch8 (B200 FP4) at 8k/1k,
+    # ctx1_gen5_tep8_batch32 at 1k/1k
+    assert decode_batch("b200", "fp4", 8192, 1024, "mtp", 30, 1, 5, 8, False) == 8
+    assert decode_batch("b200", "fp4", 1024, 1024, "mtp", 90, 1, 5, 8, False) == 32
+    # per-client files that set another limit than their names
+    assert decode_batch("b200", "fp8", 8192, 1024, "mtp", 8, 1, 6, 8, False) == 1
+    assert decode_batch("b200", "fp8", 8192, 1024, "none", 32, 1, 4, 8, False) == 8
+    # ctx1_gen8_tp8_batch2_eplb0_mtp0_16.yaml sets 1 and runs 10 clients (the config lists 16)
+    assert decode_batch("b300", "fp8", 8192, 1024, "none", 10, 1, 8, 8, False) == 1
+    assert decode_batch("b300", "fp8", 8192, 1024, "none", 16, 1, 8, 8, False) == 1
+    # a wide attention-DP decode worker: GB300 FP4, 14 prefill workers, one DEP16 decode
+    assert decode_batch("gb300", "fp4", 8192, 1024, "none", 2253, 14, 1, 16, True) == 128
+    # a shape the table does not hold
+    assert decode_batch("b200", "fp4", 8192, 8192, "mtp", 30, 1, 5, 8, False) is None
+
+
 def test_a_speculative_sglang_worker_runs_the_recipes_512_over_its_ranks():
     assert sglang_decode_running("mtp", 1) == 512
     assert sglang_decode_running("mtp", 8) == 64

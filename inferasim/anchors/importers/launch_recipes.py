@@ -20,6 +20,17 @@ limit").
 A row takes the limit of the entry whose pools and clients it matches exactly; one the
 config does not list (other runs of the month: the H200 rows of 2026-03-23) takes none.
 
+The ISL 8192 / OSL 1024 entries (136, every GPU and precision the config runs under Dynamo
+TensorRT-LLM) are read from the same file at the same commit, although this project holds no
+8k/1k row: the data set keeps those rows aside to check projections (its README), and a
+projection to them needs the limit each ran with as much as a 1k/1k one does. Four 8k/1k
+per-client recipe files set another limit than their names (connorcarpenter15/srt-slurm @
+5a156f6, the same in qiching/srt-slurm @ 5063eb4): ``b200-fp8/8k1k/mtp/ctx1_gen6_tp8_batch8
+_eplb0_mtp3_8.yaml`` 1, ``..._gen2_tp8_batch32_..._8.yaml`` 4, ``b200-fp8/8k1k/stp/ctx1_gen4
+_tp8_batch32_eplb0_mtp0_32.yaml`` 8 and ``b300-fp8/8k1k/stp/ctx1_gen8_tp8_batch2_eplb0_mtp0
+_16.yaml`` 1; that file and ``b300-fp8/8k1k/mtp/ctx1_gen4_tp8_batch1_eplb0_mtp3_8.yaml`` run 10
+and 5 clients where the config lists 16 and 8, so both counts are tabled.
+
 Where a recipe is written per client count (the B200 and B300 FP8 files whose names end in
 ``_<clients>``), its name keeps the template's ``batch<B>`` but its ``decode`` block sets the
 limit that ran, and the two differ in three files read (connorcarpenter15/srt-slurm and
@@ -241,6 +252,142 @@ gb300  fp8 1024 8192 none  1  1 32 dpa     8  282
 gb300  fp8 1024 8192 none  1  1 32 dpa    32  1024
 gb300  fp8 1024 8192 none  1  2 16 dpa   128  4096
 gb300  fp8 1024 8192 none  1  2 16 dpa   256  8192
+b200   fp4 8192 1024 mtp   1  1  8 dpa     8  90
+b200   fp4 8192 1024 mtp   1  3  8 tp     16  66
+b200   fp4 8192 1024 mtp   1  5  8 tp      1  6
+b200   fp4 8192 1024 mtp   1  5  8 tp      8  10,15,30,60
+b200   fp4 8192 1024 mtp   3  1  8 dpa    64  548
+b200   fp4 8192 1024 mtp   5  1  8 dpa   192  1096,1691
+b200   fp4 8192 1024 mtp   5  2  8 dpa    32  658
+b200   fp4 8192 1024 none  1  5  8 tp      1  6
+b200   fp4 8192 1024 none  1  5  8 tp      8  10,15,25,50,100
+b200   fp4 8192 1024 none  2  5  8 tp     64  370
+b200   fp4 8192 1024 none  4  1  8 dpa   192  1606
+b200   fp4 8192 1024 none  4  3  8 dpa    32  837
+b200   fp4 8192 1024 none  7  2  8 dpa   128  2222
+b200   fp8 8192 1024 mtp   1  6  8 tp      1  8
+b200   fp8 8192 1024 mtp   1  2  8 tp      4  8
+b200   fp8 8192 1024 mtp   1  6  8 tp      8  48
+b200   fp8 8192 1024 mtp   1  4  8 tp     16  64
+b200   fp8 8192 1024 mtp   2  3  8 dpa     8  224
+b200   fp8 8192 1024 mtp   2  1  8 dpa    32  288
+b200   fp8 8192 1024 mtp   4  1  8 dpa   128  1088
+b200   fp8 8192 1024 none  1  1  8 tp      1  1
+b200   fp8 8192 1024 none  1  4  8 tp      8  32
+b200   fp8 8192 1024 none  1  4  8 tp     32  128
+b200   fp8 8192 1024 none  1  6  8 tp     16  96
+b200   fp8 8192 1024 none  1  1  8 dpa   128  128
+b200   fp8 8192 1024 none  1  2  8 dpa    64  128
+b200   fp8 8192 1024 none  1  1  8 dpa   256  256
+b200   fp8 8192 1024 none  2  1  8 dpa   640  640
+b300   fp4 8192 1024 mtp  10  1  8 dpa   256  2198
+b300   fp4 8192 1024 mtp   1  4  4 tp      8  52
+b300   fp4 8192 1024 mtp   1  4  8 tp      1  8
+b300   fp4 8192 1024 mtp   1  4  8 tp      4  32
+b300   fp4 8192 1024 mtp   3  1  8 dpa    16  181
+b300   fp4 8192 1024 mtp   9  1  8 dpa   128  1197
+b300   fp4 8192 1024 none  1  3  4 tp     32  105
+b300   fp4 8192 1024 none  1  3  8 tp     16  63
+b300   fp4 8192 1024 none  1  3  8 tp      1  4
+b300   fp4 8192 1024 none  1  4  4 tp      2  12
+b300   fp4 8192 1024 none  5  2  8 dpa    32  589
+b300   fp4 8192 1024 none  6  1  8 dpa   128  1093
+b300   fp4 8192 1024 none  8  1  8 dpa   256  2048
+b300   fp8 8192 1024 mtp   1  2  8 tp     16  40
+b300   fp8 8192 1024 mtp   1  4  8 tp      1  5,8
+b300   fp8 8192 1024 mtp   1  4  8 tp      4  20
+b300   fp8 8192 1024 mtp   1  1  8 dpa     8  72
+b300   fp8 8192 1024 mtp   2  1  8 dpa    16  144
+b300   fp8 8192 1024 mtp   4  1  8 dpa    64  512
+b300   fp8 8192 1024 none  1  4  8 tp     16  64
+b300   fp8 8192 1024 none  1  8  8 tp      1  10,16
+b300   fp8 8192 1024 none  2  1  8 dpa    32  256
+b300   fp8 8192 1024 none  3  1  8 dpa    64  512
+b300   fp8 8192 1024 none  3  5  8 tp     64  256
+b300   fp8 8192 1024 none  5  1  8 dpa   128  1075
+b300   fp8 8192 1024 none  7  1  8 dpa   384  3072
+h200   fp8 8192 1024 mtp   1  7  8 tp      1  1
+h200   fp8 8192 1024 mtp   1  7  8 tp     32  4
+h200   fp8 8192 1024 mtp   1  6  8 tp     32  8
+h200   fp8 8192 1024 mtp   1  3  8 tp     32  16
+h200   fp8 8192 1024 mtp   3  5  8 tp     32  32
+h200   fp8 8192 1024 mtp   1  1  8 dpa    32  64
+h200   fp8 8192 1024 mtp   2  1  8 dpa    32  128
+h200   fp8 8192 1024 mtp   3  1  8 dpa    32  256
+h200   fp8 8192 1024 mtp   3  1  8 dpa    64  512
+h200   fp8 8192 1024 none  1  7  8 tp      1  1
+h200   fp8 8192 1024 none  1  7  8 tp     32  4
+h200   fp8 8192 1024 none  1  6  8 tp     16  8
+h200   fp8 8192 1024 none  1  3  8 tp     32  16
+h200   fp8 8192 1024 none  2  5  8 tp    128  32
+h200   fp8 8192 1024 none  2  3  8 dpa   128  64
+h200   fp8 8192 1024 none  1  1  8 dpa   256  128
+h200   fp8 8192 1024 none  5  3  8 dpa   256  256
+h200   fp8 8192 1024 none  3  1  8 dpa   512  512
+h100   fp8 8192 1024 mtp   1  3 16 tp      1  6
+h100   fp8 8192 1024 mtp   1  3 16 tp      2  9
+h100   fp8 8192 1024 mtp   1  3 16 tp      8  30
+h100   fp8 8192 1024 mtp   1  1 16 dpa     4  77
+h100   fp8 8192 1024 mtp   2  1 16 dpa     8  154
+h100   fp8 8192 1024 none  1  3 16 tp      1  6
+h100   fp8 8192 1024 none  1  3 16 tp      2  9
+h100   fp8 8192 1024 none  1  3 16 tp      8  30
+h100   fp8 8192 1024 none  1  2 16 tp     64  154
+h100   fp8 8192 1024 none  2  1 16 dpa    16  308
+gb200  fp4 8192 1024 mtp   1  4  8 tp      8  4,8,12,24,48
+gb200  fp4 8192 1024 mtp   3  1 32 dpa     4  180
+gb200  fp4 8192 1024 mtp   7  1 16 dpa    64  1229
+gb200  fp4 8192 1024 mtp   8  1 32 dpa    16  666
+gb200  fp4 8192 1024 mtp  11  1 16 dpa   256  4301
+gb200  fp4 8192 1024 none  1  4  8 dpa    16  12,44,76
+gb200  fp4 8192 1024 none  1  4  8 dpa     1  5
+gb200  fp4 8192 1024 none  2  1 32 dpa     8  333
+gb200  fp4 8192 1024 none  7  1 32 dpa    32  1229
+gb200  fp4 8192 1024 none  8  1 16 dpa   128  2253
+gb200  fp4 8192 1024 none 10  1 16 dpa   256  4096
+gb200  fp8 8192 1024 mtp   3  1  8 dpa    64  666
+gb200  fp8 8192 1024 mtp   5  1 16 dpa    32  666
+gb200  fp8 8192 1024 mtp   3  1 16 dpa    16  333
+gb200  fp8 8192 1024 mtp   4  1 32 dpa     8  333
+gb200  fp8 8192 1024 mtp   2  1 32 dpa     2  90
+gb200  fp8 8192 1024 mtp   1  3  8 tp      4  15
+gb200  fp8 8192 1024 mtp   1  3  8 tp      2  6
+gb200  fp8 8192 1024 none  5  1 16 dpa    64  1229
+gb200  fp8 8192 1024 none  4  1 32 dpa    16  666
+gb200  fp8 8192 1024 none  3  1 16 dpa    32  615
+gb200  fp8 8192 1024 none  2  1 32 dpa     8  333
+gb200  fp8 8192 1024 none  1  3  8 tp     16  63
+gb200  fp8 8192 1024 none  1  3  8 tp      4  18
+gb200  fp8 8192 1024 none  1  3  8 tp      1  6
+gb300  fp4 8192 1024 mtp   1  3  8 tp      8  33
+gb300  fp4 8192 1024 mtp   1  4  8 tp      1  5
+gb300  fp4 8192 1024 mtp   1  4  8 tp      4  12,24
+gb300  fp4 8192 1024 mtp   4  1 32 dpa     4  180
+gb300  fp4 8192 1024 mtp   8  1 32 dpa     8  308
+gb300  fp4 8192 1024 mtp  10  1  8 dpa   256  2253
+gb300  fp4 8192 1024 mtp  10  1 16 dpa    32  666
+gb300  fp4 8192 1024 mtp  13  1 16 dpa    64  1127
+gb300  fp4 8192 1024 none  1  3  8 tp     16  72
+gb300  fp4 8192 1024 none  1  4  8 tp      1  5
+gb300  fp4 8192 1024 none  1  4  8 tp      2  12
+gb300  fp4 8192 1024 none  1  5  4 tp      4  5,15,30
+gb300  fp4 8192 1024 none  7  1 32 dpa    16  666
+gb300  fp4 8192 1024 none  9  1 16 dpa    64  1229
+gb300  fp4 8192 1024 none 11  3  4 dpa   256  3228
+gb300  fp4 8192 1024 none 14  1 16 dpa   128  2253
+gb300  fp8 8192 1024 mtp   1  4  8 tp      1  8
+gb300  fp8 8192 1024 mtp   1  4  8 tp      4  24
+gb300  fp8 8192 1024 mtp   6  1 32 dpa     8  333
+gb300  fp8 8192 1024 mtp   8  1 16 dpa    32  666
+gb300  fp8 8192 1024 mtp  10  1 16 dpa    64  1229
+gb300  fp8 8192 1024 mtp   7  1  8 dpa   128  1229
+gb300  fp8 8192 1024 none  1  4  8 tp      1  4
+gb300  fp8 8192 1024 none  1  4  8 tp      4  24
+gb300  fp8 8192 1024 none  1  4  8 tp      8  36
+gb300  fp8 8192 1024 none  6  1 32 dpa    16  512
+gb300  fp8 8192 1024 none  4  1 16 dpa    32  666
+gb300  fp8 8192 1024 none  7  1 16 dpa    64  1229
+gb300  fp8 8192 1024 none  7  1  8 dpa   256  2151
 """
 
 SOURCE = ("SemiAnalysisAI/InferenceX .github/configs/nvidia-master.yaml @ 0004cf5 "
