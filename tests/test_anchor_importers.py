@@ -67,10 +67,13 @@ def test_inferencemax_nvidia_fp4_is_nvfp4_and_sglang_nvidia_reads_tpot():
 
 
 def test_inferencemax_b200_sglang_rows_carry_the_recipe_receive_interval():
-    """The InferenceX B200 SGLang recipe reads new requests every 10 decode steps below 16
-    clients and every 30 from 16 on; other engines and parts are left unknown."""
+    """The InferenceX B200 SGLang recipe (and B300's, the same script) reads new requests every
+    10 decode steps below 16 clients and every 30 from 16 on; other engines and parts are left
+    unknown."""
     records = import_inferencemax(IMAX / "benchmarks_flat.csv")
-    b200 = [r for r in records if r.regime.gpu == "b200" and r.regime.engine == "sglang"]
+    b200 = [r for r in records if r.regime.gpu in ("b200", "b300")
+            and r.regime.engine == "sglang"]
+    assert {r.regime.gpu for r in b200} == {"b200", "b300"}
     assert {r.workload.concurrency < 16 for r in b200} == {True, False}
     for r in b200:
         assert r.regime.scheduler_recv_interval == (10 if r.workload.concurrency < 16 else 30)
@@ -405,5 +408,14 @@ def test_inferencemax_single_node_sglang_mtp_rows_carry_their_scripts_running_li
     assert by[("b300", "fp8", 512)] == 512
     assert all(v == c for (g, w, c), v in by.items() if (g, w) == ("mi355x", "fp8"))
     assert all(v is None for (g, w, _), v in by.items() if (g, w) == ("mi355x", "mxfp4"))
-    assert all(r.regime.max_num_seqs is None for r in everything
-               if r.regime.engine == "sglang" and r.regime.spec_method != "mtp")
+    plain = [r for r in everything if r.regime.engine == "sglang" and r.regime.spec_method != "mtp"]
+    # without a draft model the NVIDIA scripts pass one too (H200: 512 at 1k/1k, 256 else),
+    # the AMD ones none
+    for r in plain:
+        w, reg = r.workload, r.regime
+        if reg.gpu == "h200":
+            assert reg.max_num_seqs == (512 if (w.isl, w.osl) == (1024, 1024) else 256)
+        elif reg.gpu in ("b200", "b300"):
+            assert reg.max_num_seqs == (128 if reg.weight_dtype == "fp8" else 256)
+        else:
+            assert reg.max_num_seqs is None

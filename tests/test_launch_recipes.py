@@ -95,6 +95,18 @@ def test_a_single_node_sglang_mtp_server_runs_its_scripts_limit():
     assert colocated_sglang_running("mi325x", "fp8", 1024, 1024, 64) is None
 
 
+
+def test_a_single_node_nvidia_sglang_server_without_a_draft_runs_its_scripts_limit():
+    assert colocated_sglang_running("h200", "fp8", 1024, 1024, 64, "none") == 512
+    assert colocated_sglang_running("h200", "fp8", 8192, 1024, 64, "none") == 256
+    # B200 FP8: 128 at TP8; the TP4 server it runs only at 8k/1k takes 32
+    assert colocated_sglang_running("b200", "fp8", 1024, 1024, 64, "none", 8) == 128
+    assert colocated_sglang_running("b300", "fp8", 8192, 1024, 16, "none", 4) == 32
+    assert colocated_sglang_running("b200", "fp4", 1024, 8192, 64, None, 4) == 256
+    # the AMD scripts pass none without a draft model
+    assert colocated_sglang_running("mi355x", "fp8", 1024, 1024, 64, "none", 8) is None
+    assert colocated_sglang_running("mi300x", "fp8", 1024, 1024, 64, "none", 8) is None
+
 def _row(conc: int, ttft: float, tpot: float, running: int | None) -> AnchorRecord:
     regime = {"model": "deepseek-r1", "engine": "dynamo-trt", "gpu": "b300",
               "weight_dtype": "fp8", "spec_method": "none", "tp": 8, "ep": 1,

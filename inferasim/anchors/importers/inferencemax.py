@@ -194,7 +194,8 @@ def row_to_record(row: Mapping[str, Any], *, file: str) -> AnchorRecord:
 # The InferenceX B200 DeepSeek-R1 SGLang launch scripts (dsr1_fp8_b200.sh, dsr1_fp4_b200*.sh)
 # pass ``--scheduler-recv-interval 10`` below 16 clients and 30 from 16 on; the rows do not
 # record it, so the recipe's rule is stamped (docs/anchors.md, "SGLang's receive interval").
-RECIPE_RECV_INTERVAL_GPUS = ("b200",)
+# The B300 scripts (dsr1_fp8_b300*.sh, dsr1_fp4_b300.sh @ 8eec0d4) are the B200 ones as is.
+RECIPE_RECV_INTERVAL_GPUS = ("b200", "b300")
 RECIPE_RECV_INTERVAL = ((16, 30), (0, 10))   # (from this many clients, interval)
 
 

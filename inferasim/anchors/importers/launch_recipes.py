@@ -56,9 +56,11 @@ AMD's mori-sglang runs read their flags from InferenceX's ``benchmarks/multi_nod
 models.yaml``, which sets the decode workers' ``max_running_requests`` by mode
 (``mori_decode_running``).
 
-The single-node SGLang servers with a draft model read their limit from InferenceX's
-``benchmarks/single_node/fixed_seq_len/dsr1_*_mtp.sh`` (``colocated_sglang_running``);
-without one SGLang would run 48.
+The single-node SGLang servers read their limit from InferenceX's
+``benchmarks/single_node/fixed_seq_len/dsr1_*.sh`` (``colocated_sglang_running``): the
+NVIDIA scripts pass one with or without a draft model (B200 FP8 128 at TP8 and 32 at the TP4
+it runs only at 8k/1k, FP4 256, H200 512 at 1k/1k and 256 at other shapes); the AMD scripts
+pass one only with a draft model, and without one SGLang would run 48.
 """
 
 from __future__ import annotations
@@ -456,31 +458,42 @@ def mori_decode_running(decode_dpa: int | None, decode_ep: int | None) -> int:
     return MORI_RUNNING["ep_only"] if (decode_ep or 1) > 1 else MORI_RUNNING["no_dp"]
 
 
-#: InferenceX's single-node SGLang DeepSeek-R1 MTP scripts' ``--max-running-requests``, by GPU
-#: and precision: an int, "conc" (the row's clients), a (1k/1k, other shapes) pair, or None
-#: (not passed: SGLang's speculative default of 48 stands).
-COLOCATED_SGLANG_SPECULATIVE = {
-    ("b200", "fp8"): 512,        # dsr1_fp8_b200_mtp.sh @ 8eec0d4
-    ("b200", "fp4"): 512,        # dsr1_fp4_b200_mtp.sh, as its fp8 template
-    ("b300", "fp8"): 512,        # dsr1_fp8_b300_mtp.sh @ 8eec0d4 (the B200 recipe as-is)
-    ("h200", "fp8"): (512, 256),  # dsr1_fp8_h200_mtp.sh @ bdf931e: 512 at 1k/1k, else 256
-    ("mi355x", "fp8"): "conc",   # dsr1_fp8_mi355x_mtp.sh @ 25cbe71: the matrix row's clients
-    ("mi355x", "fp4"): None,     # dsr1_fp4_mi355x_mtp.sh @ f89cdfe passes none
+#: InferenceX's single-node SGLang DeepSeek-R1 scripts' ``--max-running-requests``, by GPU,
+#: precision and speculative method: an int, "conc" (the row's clients), a (1k/1k, other
+#: shapes) pair, a {tp: value} map, or None (not passed: SGLang's default stands, 48 under
+#: speculative decoding).
+COLOCATED_SGLANG_RUNNING = {
+    ("b200", "fp8", "mtp"): 512,         # dsr1_fp8_b200_mtp.sh @ 8eec0d4
+    ("b200", "fp4", "mtp"): 512,         # dsr1_fp4_b200_mtp.sh @ f89cdfe (256 @ 25cbe71)
+    ("b300", "fp8", "mtp"): 512,         # dsr1_fp8_b300_mtp.sh @ 8eec0d4 (the B200 recipe as-is)
+    ("h200", "fp8", "mtp"): (512, 256),  # dsr1_fp8_h200_mtp.sh @ bdf931e: 512 at 1k/1k, else 256
+    ("mi355x", "fp8", "mtp"): "conc",    # dsr1_fp8_mi355x_mtp.sh @ 25cbe71: the row's clients
+    ("mi355x", "fp4", "mtp"): None,      # dsr1_fp4_mi355x_mtp.sh @ f89cdfe passes none
+    ("h200", "fp8", "none"): (512, 256),  # dsr1_fp8_h200.sh @ 8eec0d4, as its MTP script
+    # dsr1_fp8_b200.sh @ 432945d: 128 at TP8; TP4 runs only at 8k/1k, with 32
+    ("b200", "fp8", "none"): {8: 128, 4: 32},
+    ("b300", "fp8", "none"): {8: 128, 4: 32},   # dsr1_fp8_b300.sh @ 8eec0d4 (as B200's)
+    ("b200", "fp4", "none"): 256,        # dsr1_fp4_b200.sh @ 8eec0d4 and 25cbe71
+    ("b300", "fp4", "none"): 256,        # dsr1_fp4_b300.sh @ 8eec0d4 (as B200's)
 }
 COLOCATED_SOURCE = ("SemiAnalysisAI/InferenceX benchmarks/single_node/fixed_seq_len/"
-                    "dsr1_<precision>_<gpu>_mtp.sh")
+                    "dsr1_<precision>_<gpu>[_mtp].sh")
 
 
 def colocated_sglang_running(gpu: str | None, precision: str | None, isl: int, osl: int,
-                             conc: int | None) -> int | None:
-    """The ``--max-running-requests`` an InferenceX single-node SGLang MTP script gave this
-    row's server (one instance, no attention DP), or None where the script passes none or
-    was not read (MI325X): SGLang's speculative default then stands."""
-    limit = COLOCATED_SGLANG_SPECULATIVE.get((gpu or "", (precision or "").lower()))
+                             conc: int | None, spec: str | None = "mtp",
+                             tp: int | None = None) -> int | None:
+    """The ``--max-running-requests`` an InferenceX single-node SGLang script gave this row's
+    server (one instance, no attention DP), or None where the script passes none or was not
+    read (MI300X, MI325X and MI355X plain decoding pass none): SGLang's default then stands."""
+    method = "mtp" if spec == "mtp" else "none"
+    limit = COLOCATED_SGLANG_RUNNING.get((gpu or "", (precision or "").lower(), method))
     if limit == "conc":
         return int(conc) if conc else None
     if isinstance(limit, tuple):
         return limit[0] if (int(isl), int(osl)) == (1024, 1024) else limit[1]
+    if isinstance(limit, dict):
+        return limit.get(int(tp or 0))
     return limit
 
 
@@ -505,8 +518,8 @@ def running_limit(engine: str | None, disaggregated: bool, *, gpu: str | None,
         running = mori_decode_running(dpa, ep)
         note = ("decode max_running_requests {} per attention-DP rank, from the launch "
                 f"config ({MORI_SOURCE})")
-    elif not disaggregated and engine == "sglang" and spec == "mtp" and (dpa or 1) == 1:
-        running = colocated_sglang_running(gpu, precision, isl, osl, conc)
+    elif not disaggregated and engine == "sglang" and (dpa or 1) == 1:
+        running = colocated_sglang_running(gpu, precision, isl, osl, conc, spec, tp)
         note = f"max-running-requests {{}}, from the launch script ({COLOCATED_SOURCE})"
     else:
         return None
