@@ -342,3 +342,42 @@ def test_agentx_runs_are_left_to_validate_agentx():
     store = AnchorStore.load(REPO / "anchors" / "agentx-ladders-mi355x.json")
     results = validate_store(store)
     assert results and all(g.skipped and "validate agentx" in g.skipped for g in results)
+
+
+def test_an_anchor_in_a_layout_without_a_scenario_replays_from_its_familys():
+    """A layout the shipped scenarios do not hold (the 8k/1k-only servers, a disaggregated
+    pool in another split) takes its family's engine settings, from its launch script, not
+    the engine's defaults; the attention-DP sibling is preferred where the anchor has ranks,
+    and a disaggregated family's per-load running limits are not carried."""
+    from inferasim.anchors.record import AnchorRecord
+    from inferasim.validate.anchors import TEMPLATE_DIR, base_scenario, load_templates
+
+    temps = load_templates(TEMPLATE_DIR)
+
+    def record(regime: dict) -> AnchorRecord:
+        return AnchorRecord.from_dict({
+            "id": "t-family", "provenance": {"source": "test"}, "regime": regime,
+            "workload": {"isl": 8192, "osl": 1024, "concurrency": 64},
+            "measurements": {"itl_median_s": 0.02, "tpot_mean_s": 0.02, "ttft_median_s": 0.3}})
+
+    h200_trt = {"model": "deepseek-r1", "engine": "trt", "gpu": "h200", "weight_dtype": "fp8",
+                "spec_method": "none", "tp": 8, "ep": 8, "dp_attention": 8}
+    name, sc = base_scenario(record(h200_trt), temps)
+    assert name == "dsr1-h200-trt-fp8-tp8.yaml"
+    assert (sc.engine.kv_dtype, sc.engine.mem_fraction) == ("fp8", 0.75)
+    mtp = {**h200_trt, "gpu": "b200", "spec_method": "mtp", "ep": 1, "dp_attention": 1}
+    assert base_scenario(record(mtp), temps)[0] == "dsr1-b200-trt-fp8-mtp-tp8-ep8.yaml"
+    assert base_scenario(record({**mtp, "ep": 8, "dp_attention": 8}), temps)[0] == \
+        "dsr1-b200-trt-fp8-mtp-tp8.yaml"
+    # the 8k/1k TP4 SGLang server has its own scenario (its script's 0.95 fits the weights)
+    tp4 = {**h200_trt, "engine": "sglang", "gpu": "b200", "tp": 4, "ep": 1, "dp_attention": 1}
+    name, sc = base_scenario(record(tp4), temps)
+    assert name == "dsr1-b200-sglang-fp8-tp4.yaml" and sc.engine.mem_fraction == 0.95
+    disagg = {**h200_trt, "engine": "dynamo-trt", "gpu": "b300", "topology": "disaggregated",
+              "tp": 8, "ep": 1, "dp_attention": 8, "prefill_tp": 4, "prefill_ep": 1,
+              "prefill_dp_attention": 4, "prefill_workers": 1, "decode_workers": 2}
+    name, sc = base_scenario(record(disagg), temps)
+    assert name == "dsr1-b300-dynamo-trt-fp8-disagg.yaml"
+    assert "max_num_seqs" not in sc.topology.decode.engine
+    # another engine, part or model: no family, the regime's own scenario
+    assert base_scenario(record({**h200_trt, "gpu": "mi300x"}), temps)[0] is None

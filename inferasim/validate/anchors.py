@@ -213,17 +213,50 @@ def load_templates(folder: Path | None = TEMPLATE_DIR) -> list[tuple[str, Scenar
     return out
 
 
+# The axes in which a shipped scenario of the anchor's family may differ from the anchor's
+# deployment and still lend it its engine settings (its launch script's KV dtype, memory
+# fraction, chunk and receive interval): the parallel layout, which ``anchor_workload`` takes
+# from the anchor.
+FAMILY_LAYOUT_AXES = frozenset({"tp", "ep", "dp_attention", "dcp"})
+
+
 def _template_for(record: AnchorRecord, templates) -> tuple[str, Scenario] | None:
+    """The shipped scenario of the anchor's regime, else one of its family (same engine, part,
+    weights and speculative method) in another layout, else None. Of the family, the one that
+    shares the anchor's attention (data-parallel ranks or not: the launch scripts set memory
+    and MTP depth by it) and the most layout axes."""
+    family: list[tuple[tuple[bool, int], str, Scenario]] = []
+    ranks = (record.regime.dp_attention or 1) > 1
     for name, sc, target in templates:
         diffs, _ = compare(record.regime, target)
         if not diffs:
             return name, sc
-    return None
+        if {d.axis for d in diffs} <= FAMILY_LAYOUT_AXES:
+            other = (sc.parallel.dp_attention > 1) != ranks
+            family.append(((other, len(diffs)), name, sc))
+    if not family:
+        return None
+    _, name, sc = min(family, key=lambda f: f[0])
+    return name, _without_pool_limits(sc)
+
+
+def _without_pool_limits(sc: Scenario) -> Scenario:
+    """A family's disaggregated scenario without its pools' running limits: those are the
+    launch recipe's for one layout and load (the anchor's own, where recorded, is set by
+    ``deployment_topology``)."""
+    if sc.topology.kind != "disaggregated":
+        return sc
+    pools = {role: attrs.evolve(pool, engine={k: v for k, v in pool.engine.items()
+                                              if k != "max_num_seqs"})
+             for role, pool in (("prefill", sc.topology.prefill),
+                                ("decode", sc.topology.decode))}
+    return attrs.evolve(sc, topology=attrs.evolve(sc.topology, **pools))
 
 
 def base_scenario(record: AnchorRecord, templates) -> tuple[str | None, Scenario]:
     """The scenario an anchor's deployment replays from: the template that matches its
-    regime (its name), else one built from the regime alone (None)."""
+    regime or, in another layout, its family (its name), else one built from the regime alone
+    (None)."""
     found = _template_for(record, templates)
     if found is not None:
         return found

@@ -157,7 +157,7 @@ def row_to_record(row: Mapping[str, Any], *, file: str) -> AnchorRecord:
         model=model_raw, engine=engine, gpu=gpu,
         weight_dtype=nz.weight_dtype_for_precision(precision, nz.gpu_vendor(gpu)),
         spec_method=spec, tp=tp, ep=ep, dp_attention=dpa, num_gpus=gpus,
-        scheduler_recv_interval=recipe_recv_interval(engine, gpu, conc), **pools,
+        scheduler_recv_interval=recipe_recv_interval(engine, gpu, conc, precision, tp), **pools,
     )
     m = Measurements(
         ttft_mean_s=num(_get(row, "mean_ttft")), ttft_median_s=num(_get(row, "median_ttft")),
@@ -199,11 +199,18 @@ RECIPE_RECV_INTERVAL_GPUS = ("b200", "b300")
 RECIPE_RECV_INTERVAL = ((16, 30), (0, 10))   # (from this many clients, interval)
 
 
-def recipe_recv_interval(engine: str | None, gpu: str | None, conc: int | None) -> int | None:
+# The FP8 script's TP4 server (run only at 8k/1k) reads every 10 steps whatever the load.
+RECIPE_RECV_INTERVAL_FP8_TP4 = 10
+
+
+def recipe_recv_interval(engine: str | None, gpu: str | None, conc: int | None,
+                         precision: str | None = None, tp: int | None = None) -> int | None:
     """The receive interval the InferenceX recipe gave this row's server, None where the
     recipe is not known to set one."""
     if engine != "sglang" or gpu not in RECIPE_RECV_INTERVAL_GPUS or not conc:
         return None
+    if (precision or "").lower() == "fp8" and tp == 4:
+        return RECIPE_RECV_INTERVAL_FP8_TP4
     return next(every for least, every in RECIPE_RECV_INTERVAL if conc >= least)
 
 
