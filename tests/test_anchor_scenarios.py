@@ -47,10 +47,17 @@ def test_every_family_of_the_table_has_its_scenario():
 def test_scenario_loads_and_is_calibrated_by_its_family(path, store):
     scenario = load_scenario(path)
     assert scenario.model.name == "deepseek-r1"
-    assert scenario.workload.format == "random" and scenario.workload.isl == 1024  # from _base
+    assert scenario.workload.format == "random"
     assert scenario.model.weight_dtype in ("fp8", "mxfp4", "nvfp4")
     assert ("mtp" in path.stem) == (scenario.speculative.method == "mtp")
     result = store.for_target(scenario, prior=False)
+    if scenario.workload.isl == 8192:
+        # a server InferenceX runs only at 8k/1k, whose rows the data keep aside: no anchor of
+        # its own, priced from its part and engine's other layouts
+        assert not result.usable
+        assert store.for_target(scenario).prior_level == "part and engine"
+        return
+    assert scenario.workload.isl == 1024  # from _base
     assert result.usable, f"{path.name}: {result.notes}"
     framework = Target.from_scenario(scenario).engine
     for record in result.usable:

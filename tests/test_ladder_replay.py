@@ -125,8 +125,10 @@ def _shipped_rungs():
         scenario = load_scenario(path)
         if scenario.topology.kind != "colocated":
             continue  # disaggregated ladders: test_disaggregated_families_do_not_regress
-        usable = [r for r in store.for_target(scenario).usable
-                  if not r.little_mismatch()]
+        found = store.for_target(scenario)
+        if found.prior_level is not None:
+            continue  # no anchor of its own (the 8k/1k-only servers): a prior, no ladder
+        usable = [r for r in found.usable if not r.little_mismatch()]
         shapes = {(r.workload.isl, r.workload.osl) for r in usable}
         for isl, osl in sorted(shapes):
             rungs = [r for r in usable if (r.workload.isl, r.workload.osl) == (isl, osl)]

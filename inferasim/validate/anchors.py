@@ -600,6 +600,7 @@ def validate_store(store: AnchorStore, *, knobs: Knobs | None = None,
             continue
         try:
             template_name, base = base_scenario(usable[0], temps)
+            anchor_workload(base, usable[0])   # a deployment the anchor does not record
         except ConfigError as exc:
             results.append(GroupResult(label, len(records), skipped=str(exc)))
             continue
