@@ -54,9 +54,14 @@ METRICS = ("tput_per_gpu", "tpot", "ttft")
 #: (a few hundred, and at least three rounds of the loop).
 TARGET_REQUESTS = 240
 MIN_ROUNDS = 3
-#: Above this concurrency the held-out point is estimated in closed form, not replayed (a
-#: replay of hundreds of clients takes seconds to tens of seconds of wall time).
+#: Above this concurrency a disaggregated held-out point is estimated in closed form, not
+#: replayed (a replay of a thousand clients over a dozen workers takes 10-45 s of wall time).
 MAX_REPLAY_CONCURRENCY = 256
+#: The same for one colocated instance, whose replay of 512 clients takes about a second. The
+#: colocated closed form sends every client's prompt in one burst, a loop's first round: with
+#: 8k prompts that put its median TTFT at half the burst (33 s on ATOM MI355X at 512 clients)
+#: where the replay's clients, spread out by then, wait 0.4 s.
+MAX_COLOCATED_REPLAY_CONCURRENCY = 1024
 #: The accuracy a regime should reach (median absolute error per metric), read on the groups
 #: with at least TARGET_MIN_SCORED scored points (each then predicted from a sweep of two or
 #: more; a group of two predicts each point from one other and carries no trend).
@@ -555,6 +560,7 @@ def validate_store(store: AnchorStore, *, knobs: Knobs | None = None,
                    templates: Path | None = TEMPLATE_DIR,
                    target_requests: int = TARGET_REQUESTS,
                    max_replay_concurrency: int = MAX_REPLAY_CONCURRENCY,
+                   max_colocated_replay_concurrency: int = MAX_COLOCATED_REPLAY_CONCURRENCY,
                    hold_out: str = "point", date_as_build: bool = False) -> list[GroupResult]:
     if hold_out not in HOLD_OUT:
         raise ValueError(f"hold_out must be one of {HOLD_OUT}, not {hold_out!r}")
@@ -634,8 +640,9 @@ def validate_store(store: AnchorStore, *, knobs: Knobs | None = None,
             if not by_prior:  # another regime's acceptance is not this one's
                 target = _with_measured_acceptance(target, others)
             started = time.perf_counter()
-            method = "replay" if held.workload.concurrency <= max_replay_concurrency \
-                else "closed-form"
+            limit = max_replay_concurrency if held.regime.disaggregated \
+                else max_colocated_replay_concurrency
+            method = "replay" if held.workload.concurrency <= limit else "closed-form"
             try:
                 if method == "replay":
                     pred, n, cal = predict(target, others, knobs,
