@@ -33,9 +33,17 @@ def check_layout(scenario: Scenario, origins: dict[str, str], path: str, *,
         if not model.ffn.is_moe:
             raise _fail(f"{model.name} has no experts; expert parallelism needs ep=1",
                         "parallel.ep", origins, path)
-        if par.tp % par.ep or model.ffn.n_routed_experts % par.ep:
+        slots = model.ffn.n_routed_experts + par.redundant_experts
+        if par.tp % par.ep or slots % par.ep:
+            spare = f" and {par.redundant_experts} redundant" if par.redundant_experts else ""
             raise _fail(f"ep={par.ep} must divide tp={par.tp} and the "
-                        f"{model.ffn.n_routed_experts} experts", "parallel.ep", origins, path)
+                        f"{model.ffn.n_routed_experts} experts{spare} (set "
+                        "parallel.redundant_experts to the EPLB slots beyond them)",
+                        "parallel.ep", origins, path)
+    elif par.redundant_experts:
+        raise _fail("redundant experts are copies placed over expert-parallel ranks; they "
+                    "need ep > 1 (expected parallel.redundant_experts 0)",
+                    "parallel.redundant_experts", origins, path)
     if par.dcp > 1:
         if kind.startswith("mla") and (attn_tp % par.dcp):
             raise _fail(f"dcp={par.dcp} must divide attention TP {attn_tp} for MLA",

@@ -75,6 +75,12 @@ class MemoryPlan:
     memory: MemoryBreakdown | None = None
 
 
+def expert_slot_scale(scenario: Scenario) -> float:
+    """The routed experts' slots over the experts: 1 without EPLB's redundant copies."""
+    n = scenario.model.ffn.n_routed_experts
+    return (n + scenario.parallel.redundant_experts) / n if n else 1.0
+
+
 def weight_bytes_per_gpu(scenario: Scenario) -> float:
     model, par = scenario.model, scenario.parallel
     counts = param_counts(model)
@@ -85,8 +91,10 @@ def weight_bytes_per_gpu(scenario: Scenario) -> float:
     per_gpu += counts.attention * b(dt["attention"]) / par.attn_tp
     per_gpu += counts.dense_ffn * b(dt["dense_ffn"]) / par.tp
     per_gpu += counts.shared_experts * b(dt["shared_experts"]) / par.tp
-    # Experts split by EP (whole experts) and TP within an EP group: either way 1/tp each.
-    per_gpu += counts.routed_experts * b(dt["routed_experts"]) / par.tp
+    # Experts split by EP (whole experts) and TP within an EP group: either way 1/tp each, of
+    # the expert slots (EPLB's redundant copies take memory like the experts they copy).
+    per_gpu += counts.routed_experts * expert_slot_scale(scenario) * b(dt["routed_experts"]) \
+        / par.tp
     per_gpu += counts.router * b(dt["router"])
     if scenario.speculative.method == "mtp":
         per_gpu += counts.mtp * b(dt["mtp"]) / par.tp

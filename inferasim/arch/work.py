@@ -9,7 +9,7 @@ from __future__ import annotations
 import attrs
 
 from inferasim.arch.dtypes import bytes_per_element
-from inferasim.arch.memory import linear_dtypes
+from inferasim.arch.memory import expert_slot_scale, linear_dtypes
 from inferasim.arch.params import (
     attention_params_per_layer,
     attention_projection_params,
@@ -73,9 +73,13 @@ def step_work(scenario: Scenario) -> StepWork:
                                 counts.shared_experts * b(dt["shared_experts"]) / par.tp,
                                 dt["shared_experts"]))
     if counts.routed_experts:
+        # EPLB's redundant slots hold copies of busy experts: a step streams each slot it
+        # routes to, so the slots are the experts the weights are read over
+        slots = model.ffn.n_routed_experts + par.redundant_experts
         groups.append(GemmGroup("gemm_moe", 2.0 * counts.routed_active / par.tp,
-                                counts.routed_experts * b(dt["routed_experts"]) / par.tp,
-                                dt["routed_experts"], experts=model.ffn.n_routed_experts,
+                                counts.routed_experts * expert_slot_scale(scenario)
+                                * b(dt["routed_experts"]) / par.tp,
+                                dt["routed_experts"], experts=slots,
                                 experts_per_token=model.ffn.experts_per_token))
     lm_params = counts.lm_head or counts.embedding
     hidden_bytes = model.hidden_size * 2.0  # activations cross ranks in bf16

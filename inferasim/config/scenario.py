@@ -201,11 +201,17 @@ class ParallelSpec:
     ep: int = 1
     dp_attention: int = 1
     dcp: int = 1
+    # Expert slots beyond the routed experts that expert-parallel load balancing (EPLB) places
+    # copies of busy experts in (SGLang --ep-num-redundant-experts; TensorRT-LLM's
+    # num_slots - experts): the slots, not the experts, are split over the EP ranks.
+    redundant_experts: int = 0
 
     def __attrs_post_init__(self) -> None:
         for name in ("tp", "ep", "dp_attention", "dcp"):
             if getattr(self, name) < 1:
                 raise ValueError(f"parallel.{name} must be at least 1")
+        if self.redundant_experts < 0:
+            raise ValueError("parallel.redundant_experts must be at least 0")
 
     @property
     def attn_tp(self) -> int:

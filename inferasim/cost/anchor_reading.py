@@ -117,8 +117,11 @@ class AnchorReading:
         if reg.disaggregated and sc.pool_role == "prefill":
             # a prefill pool reads the prefill pool the anchor measured
             tp, ep, dpa = reg.prefill_tp, reg.prefill_ep, reg.prefill_dp_attention
+        # the anchor's EPLB slots are not recorded: the target's, where it runs expert parallel
         parallel = ParallelSpec(tp=tp or par.tp, ep=ep or par.ep,
-                                dp_attention=dpa or par.dp_attention, dcp=reg.dcp or par.dcp)
+                                dp_attention=dpa or par.dp_attention, dcp=reg.dcp or par.dcp,
+                                redundant_experts=par.redundant_experts
+                                if (ep or par.ep) > 1 else 0)
         engine = attrs.evolve(sc.engine, kv_dtype=reg.kv_dtype or sc.kv_dtype)
         model, gpu = sc.model, sc.gpu
         if self.result.prior_level is not None:

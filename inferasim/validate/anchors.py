@@ -331,6 +331,9 @@ def deployment_topology(base: TopologySpec, record: AnchorRecord) -> TopologySpe
                           "layout (a disaggregated row with num_workers 0)")
     prefill = {"tp": reg.prefill_tp, "ep": reg.prefill_ep or 1,
                "dp_attention": reg.prefill_dp_attention or 1}
+    spare = base.prefill.parallel.get("redundant_experts")
+    if spare and prefill["ep"] > 1:  # the scenario's EPLB slots, which the rows do not record
+        prefill["redundant_experts"] = spare
     # a recorded running limit is the decode workers' (the launch recipe's max_batch_size)
     decode_engine = {"max_num_seqs": int(reg.max_num_seqs)} if reg.max_num_seqs else {}
     return attrs.evolve(
@@ -372,7 +375,9 @@ def anchor_workload(base: Scenario, record: AnchorRecord, *,
     par = base.parallel
     parallel = ParallelSpec(tp=reg.tp or par.tp, ep=reg.ep or par.ep,
                             dp_attention=reg.dp_attention or par.dp_attention,
-                            dcp=reg.dcp or par.dcp)
+                            dcp=reg.dcp or par.dcp,
+                            redundant_experts=par.redundant_experts if (reg.ep or par.ep) > 1
+                            else 0)
     spec = base.speculative
     if reg.spec_method not in (None, "none") and spec.method == "none":
         spec = SpeculativeSpec(method=reg.spec_method,

@@ -1,6 +1,6 @@
 """The running limit InferenceMAX's runs were launched with, from their launch recipes: the
 decode workers' of the disaggregated runs (Dynamo over TensorRT-LLM or SGLang, and AMD's
-mori-sglang), and the single-node SGLang servers' under speculative decoding.
+mori-sglang), and the single-node SGLang servers'.
 
 The rows (``benchmarks_flat.csv``) record each pool's workers and layout but not the decode
 workers' ``max_batch_size``. InferenceX sets it per run: its master config
