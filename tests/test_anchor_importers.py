@@ -136,17 +136,60 @@ def test_inferencemax_dynamo_trt_rows_carry_their_recipes_decode_running_limit()
 
 
 def test_inferencemax_dynamo_sglang_speculative_rows_carry_their_recipes_running_limit():
-    """srt-slurm's speculative Dynamo SGLang recipes set the decode workers'
-    max-running-requests to 512 (SGLang's own default with a draft would be 48), divided
-    among attention-DP ranks; the plain-decoding rows keep SGLang's default."""
+    """srt-slurm's Dynamo SGLang recipes set the decode workers' max-running-requests (SGLang's
+    own default with a draft would be 48), divided among attention-DP ranks: the recipe a
+    row's pools and clients match where read (H200 1p9d MTP 64, DEP8 MTP 128; H100 TP16 128,
+    DEP16 64), else the speculative recipes' 512; plain-decoding rows only where a recipe read
+    sets one."""
     everything = import_inferencemax(IMAX / "benchmarks_flat.csv", include_disaggregated=True)
     sgl = [r for r in everything if r.regime.engine == "dynamo-sglang"]
     mtp = [r for r in sgl if r.regime.spec_method == "mtp"]
     assert len(mtp) == 18
-    assert all(r.regime.max_num_seqs * (r.regime.dp_attention or 1) == 512 for r in mtp)
-    assert {r.regime.max_num_seqs for r in mtp} == {512, 64, 32}
+    whole = {r.id: r.regime.max_num_seqs * (r.regime.dp_attention or 1) for r in mtp}
+    assert set(whole.values()) == {512, 128, 64}
+    by = {(r.regime.gpu, r.regime.decode_workers, r.regime.dp_attention or 1,
+           r.workload.isl, r.workload.osl): whole[r.id] for r in mtp}
+    assert by[("h200", 9, 1, 1024, 1024)] == 64
+    assert by[("h200", 6, 8, 1024, 1024)] == 128   # 16 a rank: 768 slots for 2,048 clients
+    assert by[("h100", 1, 16, 1024, 1024)] == 64
+    assert by[("h100", 2, 1, 1024, 8192)] == 64
     assert all("max-running-requests" in " ".join(r.provenance.notes) for r in mtp)
-    assert all(r.regime.max_num_seqs is None for r in sgl if r.regime.spec_method != "mtp")
+    plain = [r for r in sgl if r.regime.spec_method != "mtp"]
+    assert {r.regime.max_num_seqs for r in plain} == {None, 256, 512, 64}
+    assert all(r.regime.max_num_seqs is None for r in plain if r.regime.gpu.startswith("gb"))
+
+
+def test_a_dynamo_sglang_row_past_its_recipes_slots_waits_for_one():
+    """H200 MTP, 6 DEP8 decode workers at 16 a rank (bs256-1p6d-dep-mtp): 768 slots for 2,048
+    clients. The measured TTFT (43.0 s) is the wait for a slot; with the 64 a rank SGLang's
+    speculative default over 512 would give, the closed form reads 1.4 s."""
+    import attrs
+
+    from inferasim.anchors.store import AnchorStore
+    from inferasim.config.knobs import Knobs
+    from inferasim.validate.anchors import (
+        anchor_workload,
+        base_scenario,
+        load_templates,
+        measured_metrics,
+        predict_closed_form,
+    )
+
+    rows = [r for r in import_inferencemax(IMAX / "benchmarks_flat.csv",
+                                           include_disaggregated=True)
+            if r.regime.engine == "dynamo-sglang" and r.regime.gpu == "h200"
+            and r.regime.spec_method == "mtp" and r.workload.concurrency == 2048]
+    assert len(rows) == 1 and rows[0].regime.max_num_seqs == 16
+    row = rows[0]
+    _, base = base_scenario(row, load_templates())
+    store = AnchorStore([row])
+    held = predict_closed_form(anchor_workload(base, row), store, Knobs())[0]
+    loose = attrs.evolve(row, regime=attrs.evolve(row.regime, max_num_seqs=64))
+    free = predict_closed_form(anchor_workload(base, loose), store, Knobs())[0]
+    measured = measured_metrics(row)
+    assert held["ttft"] == pytest.approx(measured["ttft"], rel=0.25)
+    assert held["tput_per_gpu"] == pytest.approx(measured["tput_per_gpu"], rel=0.15)
+    assert free["ttft"] < 0.1 * measured["ttft"]
 
 
 def test_inferencemax_history_rows_check_their_throughput_against_the_median_e2e():

@@ -190,3 +190,15 @@ def test_round_robin_sends_a_request_to_a_busy_one_slot_worker_the_kv_router_doe
     assert (waits["rr"] > 0.2).sum() >= 5         # some wait for their worker's request
     # dealt over 7 frontends whose turns all start at the first worker, most requests wait
     assert np.median(waits["fronts"]) > 2.0 > np.median(waits["rr"])
+
+
+def test_a_dynamo_sglang_row_takes_its_recipes_decode_limit():
+    from inferasim.anchors.importers.launch_recipes import dynamo_sglang_running
+
+    # H200 8k/1k MTP bs64-2p3d: 16 a worker, 48 slots for 64 or 128 clients
+    assert dynamo_sglang_running("h200", "fp8", 8192, 1024, "mtp", 64, 2, 3, 8, 1) == 16
+    # bs128-1p1d-dep-mtp: 192 over eight attention-DP ranks
+    assert dynamo_sglang_running("h200", "fp8", 8192, 1024, "mtp", 256, 1, 1, 8, 8) == 24
+    # no recipe matches (another client count): the speculative recipes' 512, or none
+    assert dynamo_sglang_running("h200", "fp8", 8192, 1024, "mtp", 100, 2, 3, 8, 1) == 512
+    assert dynamo_sglang_running("h200", "fp8", 8192, 1024, "none", 100, 2, 3, 8, 1) is None

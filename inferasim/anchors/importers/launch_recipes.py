@@ -430,6 +430,71 @@ SGLANG_SOURCE = ("ishandhanani/srt-slurm recipes/b200-fp4/1k1k-mtp.yaml, b200-fp
                  "h100/1k1k/mtp/h100-fp8-2p4d-max-dep-mtp.yaml @ 6a30b5d")
 
 
+#: Dynamo SGLang decode workers' ``max-running-requests`` (whole worker) where the recipe a
+#: run of InferenceX's config (nvidia-master.yaml @ 0004cf5) names sets one that can bind:
+#: gpu, precision, ISL, OSL, speculative method, prefill workers, decode workers, decode TP,
+#: decode attention, limit, clients (the TensorRT-LLM table's columns). Recipes:
+#: qiching/srt-slurm @ 5063eb4 ``recipes/h200/{1k1k,8k1k}/*``, ``recipes/h100/*/mtp/*`` and
+#: ``recipes/b200-fp{4,8}/*/{stp,mtp}/*`` (the ones read; the GB200/GB300 recipes set limits
+#: no run's clients reach: 128 on four-plus TP workers, 8,192-67,584 on the wide-EP ones).
+SGLANG_RECIPES = """
+h200   fp8 1024 1024 none  1  9  8 tp    256  1,4,8,16,32,64,128,256
+h200   fp8 1024 1024 none  1  6  8 tp    512  512,1024,2048
+h200   fp8 1024 1024 none  1  6  8 dpa   512  128,256,512,1024,2048
+h200   fp8 1024 1024 mtp   1  9  8 tp     64  1,4,8,16,32,64,128,256
+h200   fp8 1024 1024 mtp   1  6  8 tp    128  512,1024,2048
+h200   fp8 1024 1024 mtp   1  6  8 dpa   128  128,256,512,1024,2048
+h200   fp8 8192 1024 none  1  7  8 tp      8  1,4,8
+h200   fp8 8192 1024 none  1  6  8 tp     16  4,8,16
+h200   fp8 8192 1024 none  1  3  8 tp     32  8,16,32
+h200   fp8 8192 1024 none  2  3  8 tp    128  32,64,128
+h200   fp8 8192 1024 none  1  1  8 dpa   256  64,128,256
+h200   fp8 8192 1024 mtp   1  7  8 tp      2  1,4,8
+h200   fp8 8192 1024 mtp   1  6  8 tp     16  2,4,8,16,32
+h200   fp8 8192 1024 mtp   1  3  8 tp     32  4,8,16,32,64
+h200   fp8 8192 1024 mtp   2  3  8 tp     16  32,64,128
+h200   fp8 8192 1024 mtp   1  1  8 dpa   192  32,64,128,256,512
+h100   fp8 1024 1024 mtp   1  2 16 tp    128  1,2,4,8,16,32,64,128
+h100   fp8 1024 1024 mtp   1  1 16 dpa    64  1,2,4,8,16,32,64
+h100   fp8 1024 8192 mtp   1  2 16 tp     64  1,2,4,8,16,32,64
+h100   fp8 1024 8192 mtp   1  1 16 dpa    64  1,2,4,8,16,32,64
+h100   fp8 8192 1024 mtp   1  1 16 tp    128  1,2,4,8,16,32,64,128
+h100   fp8 8192 1024 mtp   1  1 16 dpa    64  1,2,4,8,16,32,64
+b200   fp8 1024 1024 none  1  1  8 tp    512  4
+b200   fp8 1024 1024 none  1  3  8 tp    512  16,32,64,128,256
+b200   fp8 1024 1024 none  1  5  8 dpa  1024  1024
+b200   fp8 8192 1024 none  1  1  8 tp    512  4,32,64,512
+b200   fp8 8192 1024 none  1  4  8 tp    512  64,512
+b200   fp8 8192 1024 none  1  1  8 dpa  1024  128,512,1024
+b200   fp8 8192 1024 none  2  1  8 dpa  1024  256,512,1024
+b200   fp8 1024 1024 mtp   1  3  8 tp    512  4,8,16,32,128
+b200   fp8 1024 1024 mtp   1  5  8 dpa   512  512,4096
+b200   fp4 1024 1024 none  1  5  8 tp    512  16,128
+b200   fp4 1024 1024 none  1  1  8 dpa  1024  512
+b200   fp4 8192 1024 none  7  2  8 dpa  2048  1024,2048
+b200   fp4 1024 1024 mtp   1  5  8 tp    512  16,512
+"""
+
+_SGLANG_TABLE = _parse(SGLANG_RECIPES)
+
+
+def dynamo_sglang_running(gpu: str | None, precision: str | None, isl: int, osl: int,
+                          spec: str | None, conc: int | None, prefill_workers: int | None,
+                          decode_workers: int | None, decode_tp: int | None,
+                          decode_dpa: int | None) -> int | None:
+    """The running limit per attention-DP rank of the Dynamo SGLang decode worker whose recipe
+    ran this row (its pools and clients matched exactly in ``SGLANG_RECIPES``), else the
+    speculative recipes' 512 (``sglang_decode_running``), else None."""
+    if gpu and precision and conc and prefill_workers and decode_workers and decode_tp:
+        key = (gpu, precision.lower(), int(isl), int(osl), "mtp" if spec == "mtp" else "none",
+               int(prefill_workers), int(decode_workers), int(decode_tp),
+               (decode_dpa or 1) > 1)
+        found = {limit for concs, limit in _SGLANG_TABLE.get(key, ()) if int(conc) in concs}
+        if len(found) == 1:
+            return sglang_running_per_rank(found.pop(), decode_dpa)
+    return sglang_decode_running(spec, decode_dpa)
+
+
 def sglang_decode_running(spec: str | None, decode_dpa: int | None) -> int | None:
     """The running limit per attention-DP rank of a Dynamo SGLang decode worker as its recipe
     set it: the speculative recipes' 512 divided among the ranks, as SGLang divides a set
@@ -510,10 +575,12 @@ def running_limit(engine: str | None, disaggregated: bool, *, gpu: str | None,
                                decode_workers, tp, (dpa or 1) > 1)
         note = f"decode max_batch_size {{}} per attention-DP rank, from the launch recipe ({SOURCE})"
     elif disaggregated and engine == "dynamo-sglang":
-        running = sglang_decode_running(spec, dpa)
-        note = (f"decode max-running-requests {{}} per attention-DP rank "
-                f"({SGLANG_SPECULATIVE_RUNNING} a worker), from the launch recipes "
-                f"({SGLANG_SOURCE})")
+        running = dynamo_sglang_running(gpu, precision, isl, osl, spec, conc, prefill_workers,
+                                        decode_workers, tp, dpa)
+        note = ("decode max-running-requests {} per attention-DP rank, from the launch "
+                "recipe (qiching/srt-slurm @ 5063eb4, launch_recipes.SGLANG_RECIPES; "
+                f"else the speculative recipes' {SGLANG_SPECULATIVE_RUNNING} a worker, "
+                f"{SGLANG_SOURCE})")
     elif disaggregated and engine == "mori-sglang" and decode_workers:
         running = mori_decode_running(dpa, ep)
         note = ("decode max_running_requests {} per attention-DP rank, from the launch "
