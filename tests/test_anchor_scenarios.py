@@ -89,10 +89,13 @@ def test_families_cli_lists_every_family_and_writes_the_missing(tmp_path):
     shipped = CliRunner().invoke(cli, ["anchors", "families"])
     assert shipped.exit_code == 0, shipped.output
     assert "0 missing" in shipped.output and "MISSING" not in shipped.output
-    # what cannot be priced is said, with the reason (part 6): rows without pools, wide EP
-    # past the experts, weights that do not fit at the engine's memory rule
+    # what cannot be priced is said, with the reason (part 6): rows without pools, weights
+    # that do not fit at the memory rule of the scenario they replay from (the family's: wide
+    # EP past the experts with its redundant slots, a DEP16 pool at its recipe's fraction)
     assert "not priced as measured" in shipped.output
-    assert "num_workers 0" in shipped.output and "ep=48 must divide" in shipped.output
+    assert "num_workers 0" in shipped.output and "weights need" in shipped.output
+    assert "ep=48 must divide" not in shipped.output and "h100" not in shipped.output.split(
+        "not priced as measured")[1]
     # a folder with only the shared base: every family missing (exit 1), then written
     (tmp_path / "_base.yaml").write_text((FOLDER / "_base.yaml").read_text())
     bare = CliRunner().invoke(cli, ["anchors", "families", "--scenarios", str(tmp_path)])
@@ -110,8 +113,12 @@ def test_families_cli_lists_every_family_and_writes_the_missing(tmp_path):
     # (B200 FP4 MTP at 6 clients: five decode workers of max_batch_size 1)
     assert pool_scenario(disagg, "decode").engine.max_num_seqs == 1
     assert pool_scenario(disagg, "prefill").engine.max_num_seqs == disagg.engine.max_num_seqs
+    # a plain-decoding Dynamo SGLang family takes its recipe's limit (1p1d TEP8: 512), one
+    # whose recipes read set none (GB200 FP8) the engine's
     sglang = (tmp_path / "dsr1-b200-dynamo-sglang-fp8-disagg.yaml").read_text()
-    assert "running-request caps" in sglang and "max_num_seqs" not in sglang
+    assert "max_num_seqs: 512" in sglang
+    wide = (tmp_path / "dsr1-gb200-dynamo-sglang-fp8-disagg.yaml").read_text()
+    assert "running-request caps" in wide and "max_num_seqs" not in wide
     missing = CliRunner().invoke(cli, ["anchors", "families", "--scenarios",
                                        str(tmp_path / "nowhere")])
     assert missing.exit_code == 2 and "--scenarios" in missing.output

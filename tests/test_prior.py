@@ -301,8 +301,9 @@ def test_an_agentic_rung_without_its_hit_rate_is_no_prior(target):
     found = AnchorStore([unknown]).for_target(target)
     assert found.prior_level is None and not found.usable
     # its own regime still reads it: the same lanes mix alike there
+    # (the SGLang default fraction: the MI355X R1 script's 0.68 leaves GLM-5.1 at TP2 no KV)
     own = load_scenario(SCENARIO, ["model.name=glm-5.1", "model.weight_dtype=mxfp4",
-                                   "parallel.tp=2", "engine.version="])
+                                   "parallel.tp=2", "engine.version=", "engine.mem_fraction=0.77"])
     assert [r.id for r in AnchorStore([unknown]).for_target(own).usable] == [unknown.id]
     # with the hit rate recorded, the prompt share is priced and the rung is a prior
     known = _agentic_rung(0.95)

@@ -68,3 +68,17 @@ def test_an_anchor_in_a_wider_layout_keeps_its_familys_slots():
     # a prefill pool without expert parallelism carries no slots
     plain = attrs.evolve(row, regime=attrs.evolve(row.regime, prefill_ep=1))
     assert "redundant_experts" not in anchor_workload(base, plain).topology.prefill.parallel
+
+
+def test_tensorrt_llms_fraction_is_of_the_memory_left_after_the_weights():
+    """free_gpu_memory_fraction sizes the KV cache from what the weights leave: DeepSeek-R1
+    FP8 at TP4 on B200 (157 GiB of weights, more than 0.8 of the part) runs, as the
+    InferenceX TP4 rows did at 0.8 and 0.75."""
+    from inferasim.arch.layout import fit_problem
+
+    path = REPO_ROOT / "scenarios" / "inferencemax" / "dsr1-b200-trt-fp8-tp8.yaml"
+    sc = load_scenario(path, ["parallel.tp=4", "engine.mem_fraction=0.75"])
+    assert fit_problem(sc) is None
+    sglang = load_scenario(path, ["parallel.tp=4", "engine.name=sglang",
+                                  "engine.mem_fraction=0.75"], check_fit=False)
+    assert "weights need" in fit_problem(sglang)

@@ -71,11 +71,14 @@ def fit_problem(scenario: Scenario, plan=None) -> str | None:
     from inferasim.arch.memory import GIB, memory_plan
 
     plan = plan or memory_plan(scenario)
-    usable = scenario.gpu.hbm_bytes * scenario.engine.mem_fraction
+    # TensorRT-LLM's fraction is of the memory left after the weights, not a cap on them
+    share = 1.0 if scenario.engine.memory_rule == "trt-free-fraction" \
+        else scenario.engine.mem_fraction
+    usable = scenario.gpu.hbm_bytes * share
     if plan.weight_bytes_per_gpu >= usable:
         return (
             f"weights need {plan.weight_bytes_per_gpu / GIB:.1f} GiB per GPU but only "
-            f"{usable / GIB:.1f} GiB ({scenario.engine.mem_fraction:.2f} of "
+            f"{usable / GIB:.1f} GiB ({share:.2f} of "
             f"{scenario.gpu.name}) is usable; raise parallel.tp or use a smaller weight dtype")
     if plan.kv_pool_tokens <= 0:
         m = plan.memory

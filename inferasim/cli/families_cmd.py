@@ -39,7 +39,7 @@ def families_cmd(table: Path | None, folder: Path, write_missing: bool) -> None:
     from inferasim.anchors.families import families, scenario_for
     from inferasim.anchors.families import write_missing as write
     from inferasim.anchors.importers.inferencemax import import_inferencemax
-    from inferasim.validate.anchors import replay_problem
+    from inferasim.validate.anchors import load_templates, replay_problem
 
     table = table or DEFAULT_TABLE
     if not Path(folder).is_dir():
@@ -58,12 +58,14 @@ def families_cmd(table: Path | None, folder: Path, write_missing: bool) -> None:
             click.echo(f"not written: {problem}", err=True)
         targets = _targets(folder)
         missing = {f: rows for f, rows in found.items() if scenario_for(f, targets) is None}
+    # rows are priced from the folder's scenarios, as validation replays them
+    templates = load_templates(folder)
     width = max(len(f.label) for f in found) if found else 10
     click.echo(f"{'family':<{width}}  rows  priced  scenario")
     unpriced: Counter[str] = Counter()
     for family, rows in found.items():
         name = scenario_for(family, targets) or "MISSING"
-        problems = [why for r in rows if (why := replay_problem(r)) is not None]
+        problems = [why for r in rows if (why := replay_problem(r, templates)) is not None]
         unpriced.update(f"{family.label}: {why}" for why in problems)
         click.echo(f"{family.label:<{width}}  {len(rows):>4}  {len(rows) - len(problems):>6}"
                    f"  {name}")

@@ -302,14 +302,16 @@ def scenario_from_regime(record: AnchorRecord) -> Scenario:
     return resolve(data, {}, f"<anchor {record.id}>", check_fit=False)
 
 
-def replay_problem(record: AnchorRecord) -> str | None:
+def replay_problem(record: AnchorRecord, templates=()) -> str | None:
     """Why inferasim cannot replay the deployment an anchor measured (its engine, its pools'
-    layout, its weights' fit at the engine's memory rule), or None."""
+    layout, its weights' fit at the engine's memory rule), or None; from the scenario of its
+    regime or family among ``templates`` (``load_templates``) as validation replays it, else
+    one built from its regime."""
     from inferasim.arch.layout import fit_problem
     from inferasim.config.loader import pool_scenario
 
     try:
-        sc = anchor_workload(scenario_from_regime(record), record)
+        sc = anchor_workload(base_scenario(record, templates)[1], record)
         if sc.topology.kind == "disaggregated":
             for role in ("prefill", "decode"):
                 pool_scenario(sc, role, check_fit=True)
