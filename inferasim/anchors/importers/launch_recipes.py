@@ -29,7 +29,9 @@ per-client recipe files set another limit than their names (connorcarpenter15/sr
 _eplb0_mtp3_8.yaml`` 1, ``..._gen2_tp8_batch32_..._8.yaml`` 4, ``b200-fp8/8k1k/stp/ctx1_gen4
 _tp8_batch32_eplb0_mtp0_32.yaml`` 8 and ``b300-fp8/8k1k/stp/ctx1_gen8_tp8_batch2_eplb0_mtp0
 _16.yaml`` 1; that file and ``b300-fp8/8k1k/mtp/ctx1_gen4_tp8_batch1_eplb0_mtp3_8.yaml`` run 10
-and 5 clients where the config lists 16 and 8, so both counts are tabled.
+and 5 clients where the config lists 16 and 8, so both counts are tabled. Two GB200 FP4 entries
+(1 prefill, 4 decode workers) are tabled with attention DP, as the config and so the rows
+state it, though their recipes (``..._tep8_...``) set ``enable_attention_dp: false``.
 
 Where a recipe is written per client count (the B200 and B300 FP8 files whose names end in
 ``_<clients>``), its name keeps the template's ``batch<B>`` but its ``decode`` block sets the
