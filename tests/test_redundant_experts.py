@@ -82,3 +82,24 @@ def test_tensorrt_llms_fraction_is_of_the_memory_left_after_the_weights():
     sglang = load_scenario(path, ["parallel.tp=4", "engine.name=sglang",
                                   "engine.mem_fraction=0.75"], check_fit=False)
     assert "weights need" in fit_problem(sglang)
+
+
+def test_a_pool_without_expert_parallelism_takes_none_of_the_deployments_slots():
+    """The 8k/1k recipes pair an EP48 decode pool (32 slots) with TP4 prefill workers without
+    EP (GB300 FP4 mid_curve): the prefill pool runs no EPLB, whatever the decode pool's."""
+    sc = load_scenario(FAMILY, [*WIDE, "topology.prefill.parallel.ep=1",
+                                "topology.prefill.parallel.dp_attention=1"])
+    prefill, decode = pool_scenario(sc, "prefill"), pool_scenario(sc, "decode")
+    assert (prefill.parallel.ep, prefill.parallel.redundant_experts) == (1, 0)
+    assert (decode.parallel.ep, decode.parallel.redundant_experts) == (48, 32)
+    # one that sets its own slots without EP is told so
+    with pytest.raises(ConfigError) as err:
+        load_scenario(FAMILY, [*WIDE, "topology.prefill.parallel.ep=1",
+                               "topology.prefill.parallel.redundant_experts=32"])
+    assert "redundant_experts" in err.value.key
+
+
+def test_another_layout_keeps_the_slots_only_with_expert_parallelism():
+    par = load_scenario(FAMILY).parallel
+    assert par.relaid(tp=48, ep=48, dp_attention=48).redundant_experts == 32
+    assert par.relaid(tp=4, ep=1, dp_attention=1).redundant_experts == 0

@@ -156,6 +156,12 @@ def profile_peak(scenario) -> ActivationPeak:
                            speculative=scenario.speculative.method != "none")
 
 
+def weight_share(engine) -> float:
+    """The share of the GPU an engine's memory rule lets its weights take: its fraction, but
+    for TensorRT-LLM's, which is of the memory left after them."""
+    return 1.0 if engine.memory_rule == "trt-free-fraction" else engine.mem_fraction
+
+
 def memory_breakdown(scenario, weight_bytes: float) -> MemoryBreakdown:
     """The KV budget of one GPU under the scenario's ``engine.memory_rule``."""
     eng, gpu = scenario.engine, scenario.gpu

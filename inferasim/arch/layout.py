@@ -68,12 +68,11 @@ def check_layout(scenario: Scenario, origins: dict[str, str], path: str, *,
 def fit_problem(scenario: Scenario, plan=None) -> str | None:
     """Why the weights and KV do not fit on the GPU, or None (``plan``: the scenario's
     memory plan, where the caller has it)."""
+    from inferasim.arch.engine_memory import weight_share
     from inferasim.arch.memory import GIB, memory_plan
 
     plan = plan or memory_plan(scenario)
-    # TensorRT-LLM's fraction is of the memory left after the weights, not a cap on them
-    share = 1.0 if scenario.engine.memory_rule == "trt-free-fraction" \
-        else scenario.engine.mem_fraction
+    share = weight_share(scenario.engine)
     usable = scenario.gpu.hbm_bytes * share
     if plan.weight_bytes_per_gpu >= usable:
         return (

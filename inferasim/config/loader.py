@@ -148,7 +148,13 @@ def pool_scenario(scenario: Scenario, role: str, origins: dict[str, str] | None 
     pool = getattr(scenario.topology, role)
     origins = origins or {}
     prefix = f"topology.{role}"
-    par = build_spec(ParallelSpec, {**spec_to_dict(scenario.parallel), **pool.parallel},
+    # the scenario's EPLB slots are its expert-parallel pools': a pool that sets none of its
+    # own takes them only where it runs expert parallel (ParallelSpec.relaid)
+    inherited = spec_to_dict(scenario.parallel)
+    if "redundant_experts" not in pool.parallel \
+            and pool.parallel.get("ep", scenario.parallel.ep) <= 1:
+        inherited["redundant_experts"] = 0
+    par = build_spec(ParallelSpec, {**inherited, **pool.parallel},
                      prefix=f"{prefix}.parallel", origins=origins, default_file=scenario.path)
     engine = build_spec(EngineSpec, deep_merge(spec_to_dict(scenario.engine), pool.engine),
                         prefix=f"{prefix}.engine", origins=origins, default_file=scenario.path)

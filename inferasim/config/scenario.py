@@ -213,6 +213,14 @@ class ParallelSpec:
         if self.redundant_experts < 0:
             raise ValueError("parallel.redundant_experts must be at least 0")
 
+    def relaid(self, **layout: int) -> ParallelSpec:
+        """This deployment in another layout (``layout``: tp, ep, dp_attention, dcp), as a row
+        or a pool that names only its layout means it: the EPLB slots kept where that layout
+        runs expert parallel, none where it does not."""
+        ep = layout.get("ep", self.ep)
+        return attrs.evolve(self, **layout,
+                            redundant_experts=self.redundant_experts if ep > 1 else 0)
+
     @property
     def attn_tp(self) -> int:
         return self.tp // self.dp_attention

@@ -16,7 +16,7 @@ from inferasim.anchors.acceptance import carry_tokens_per_step
 from inferasim.arch.memory import model_memory_plan
 from inferasim.config.errors import ConfigError
 from inferasim.config.loader import catalog_gpu, catalog_model, rank_scenario
-from inferasim.config.scenario import ParallelSpec, Scenario
+from inferasim.config.scenario import Scenario
 from inferasim.cost.mixed_steps import fit_shares, step_parts
 from inferasim.cost.oracle import AnalyticOracle, StepBatch
 from inferasim.cost.prefill_reading import analytic_prefill_seconds
@@ -118,10 +118,8 @@ class AnchorReading:
             # a prefill pool reads the prefill pool the anchor measured
             tp, ep, dpa = reg.prefill_tp, reg.prefill_ep, reg.prefill_dp_attention
         # the anchor's EPLB slots are not recorded: the target's, where it runs expert parallel
-        parallel = ParallelSpec(tp=tp or par.tp, ep=ep or par.ep,
-                                dp_attention=dpa or par.dp_attention, dcp=reg.dcp or par.dcp,
-                                redundant_experts=par.redundant_experts
-                                if (ep or par.ep) > 1 else 0)
+        parallel = par.relaid(tp=tp or par.tp, ep=ep or par.ep,
+                              dp_attention=dpa or par.dp_attention, dcp=reg.dcp or par.dcp)
         engine = attrs.evolve(sc.engine, kv_dtype=reg.kv_dtype or sc.kv_dtype)
         model, gpu = sc.model, sc.gpu
         if self.result.prior_level is not None:

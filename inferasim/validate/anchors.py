@@ -45,7 +45,7 @@ from inferasim.anchors.store import AnchorStore
 from inferasim.config.catalog import REPO_ROOT
 from inferasim.config.errors import ConfigError
 from inferasim.config.knobs import Knobs
-from inferasim.config.scenario import ParallelSpec, Scenario, SpeculativeSpec, TopologySpec
+from inferasim.config.scenario import Scenario, SpeculativeSpec, TopologySpec
 from inferasim.config.typed import spec_to_dict
 
 TEMPLATE_DIR = REPO_ROOT / "scenarios" / "inferencemax"
@@ -375,11 +375,9 @@ def anchor_workload(base: Scenario, record: AnchorRecord, *,
         engine = attrs.evolve(engine,
                               scheduler_recv_interval=int(reg.scheduler_recv_interval or 1))
     par = base.parallel
-    parallel = ParallelSpec(tp=reg.tp or par.tp, ep=reg.ep or par.ep,
-                            dp_attention=reg.dp_attention or par.dp_attention,
-                            dcp=reg.dcp or par.dcp,
-                            redundant_experts=par.redundant_experts if (reg.ep or par.ep) > 1
-                            else 0)
+    parallel = par.relaid(tp=reg.tp or par.tp, ep=reg.ep or par.ep,
+                          dp_attention=reg.dp_attention or par.dp_attention,
+                          dcp=reg.dcp or par.dcp)
     spec = base.speculative
     if reg.spec_method not in (None, "none") and spec.method == "none":
         spec = SpeculativeSpec(method=reg.spec_method,

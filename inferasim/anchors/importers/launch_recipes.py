@@ -417,11 +417,21 @@ def decode_batch(gpu: str | None, precision: str | None, isl: int, osl: int, spe
                  decode_tp: int | None, decode_dpa: bool) -> int | None:
     """The decode workers' ``max_batch_size`` (per attention-DP rank) of the recipe that ran
     this Dynamo TensorRT-LLM row, or None where no entry matches its pools and clients."""
+    return _recipe_limit(_TABLE, gpu, precision, isl, osl, spec, conc, prefill_workers,
+                         decode_workers, decode_tp, decode_dpa)
+
+
+def _recipe_limit(table: dict, gpu: str | None, precision: str | None, isl: int, osl: int,
+                  spec: str | None, conc: int | None, prefill_workers: int | None,
+                  decode_workers: int | None, decode_tp: int | None,
+                  decode_dpa: bool) -> int | None:
+    """The limit of the one entry of ``table`` (``_parse``) whose pools and clients the row
+    matches exactly, or None."""
     if not (gpu and precision and conc and prefill_workers and decode_workers and decode_tp):
         return None
     key = (gpu, precision.lower(), int(isl), int(osl), "mtp" if spec == "mtp" else "none",
            int(prefill_workers), int(decode_workers), int(decode_tp), bool(decode_dpa))
-    found = {batch for concs, batch in _TABLE.get(key, ()) if int(conc) in concs}
+    found = {limit for concs, limit in table.get(key, ()) if int(conc) in concs}
     return found.pop() if len(found) == 1 else None
 
 
@@ -487,13 +497,10 @@ def dynamo_sglang_running(gpu: str | None, precision: str | None, isl: int, osl:
     """The running limit per attention-DP rank of the Dynamo SGLang decode worker whose recipe
     ran this row (its pools and clients matched exactly in ``SGLANG_RECIPES``), else the
     speculative recipes' 512 (``sglang_decode_running``), else None."""
-    if gpu and precision and conc and prefill_workers and decode_workers and decode_tp:
-        key = (gpu, precision.lower(), int(isl), int(osl), "mtp" if spec == "mtp" else "none",
-               int(prefill_workers), int(decode_workers), int(decode_tp),
-               (decode_dpa or 1) > 1)
-        found = {limit for concs, limit in _SGLANG_TABLE.get(key, ()) if int(conc) in concs}
-        if len(found) == 1:
-            return sglang_running_per_rank(found.pop(), decode_dpa)
+    limit = _recipe_limit(_SGLANG_TABLE, gpu, precision, isl, osl, spec, conc,
+                          prefill_workers, decode_workers, decode_tp, (decode_dpa or 1) > 1)
+    if limit is not None:
+        return sglang_running_per_rank(limit, decode_dpa)
     return sglang_decode_running(spec, decode_dpa)
 
 
