@@ -4,6 +4,7 @@ engines' defaults and print measured against simulated."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import attrs
 import click
@@ -351,3 +352,40 @@ def search_picks(csv_path, as_json, markdown, how, include_disagg):
                f"{info['tolerance']:.0%} of the best measured; {info['no_pick']} without a "
                f"pick; median pick/best "
                f"{'-' if median is None else f'{median:.3f}'}")
+
+
+@validate.command("kernels")
+@click.argument("folder", metavar="FOLDER", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def kernels(folder: Path, as_json: bool) -> None:
+    """The analytic GEMM price against Vidur's operator profiles. FOLDER: Vidur's profiling
+    folder (../shared/data/vidur-profiling): median log error by rows and by model, with
+    the tile ramp and without it, and the ramp each model's hold-out fits."""
+    from inferasim.validate.kernels import fitted_ramp_by_model, kernel_report
+
+    report = kernel_report(folder)
+    held = {part: fitted_ramp_by_model(folder, part) for part, r in report.items()
+            if "skipped" not in r}
+    if as_json:
+        click.echo(strict_json.dumps({"parts": report, "ramp_held_out_by_model": held},
+                                     indent=2))
+        return
+    for part, r in report.items():
+        if "skipped" in r:
+            click.echo(f"{part}: skipped ({r['skipped']})")
+            continue
+        click.echo(f"{part}: {r['gemms']} GEMMs; log(measured / predicted), median absolute "
+                   f"(signed), with the tile ramp of {r['ramp_rows']:g} rows and without")
+        for key in sorted(r["with_ramp"], key=_kernel_row_order):
+            a, b = r["with_ramp"][key], r["hard_roofline"][key]
+            click.echo(f"  {key:40} {a['n']:>6}  {a['median_abs']:.3f} ({a['median_signed']:+.3f})"
+                       f"   {b['median_abs']:.3f} ({b['median_signed']:+.3f})")
+        click.echo("  the ramp fitted on the other models, per model held out: "
+                   + ", ".join(f"{m} {v:g}" for m, v in held[part].items()))
+
+
+def _kernel_row_order(key: str) -> tuple:
+    kind, _, value = key.partition(" ")
+    first = value.lstrip(">").split("-")[0]
+    return ({"all": 0, "rows": 1, "model": 2}[kind], int(first) if first.isdigit() else 0,
+            value)

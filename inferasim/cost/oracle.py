@@ -23,6 +23,30 @@ from inferasim.cost.attention_time import kind_attention_seconds
 
 _EMPTY = np.zeros(0, dtype=np.float64)
 
+#: A GEMM of M rows runs its compute side as if it had M + GEMM_RAMP_ROWS: the tiles' fill
+#: and the last partial wave cost the same whatever M, so the roofline's knee is soft and a
+#: GEMM of a few hundred rows runs well below the part's attained rate. Fitted (least squares
+#: on the log, with the catalog's H100 efficiencies and a fixed 6 us a kernel) to Vidur's
+#: H100 BF16 operator timings of six dense models (``../shared/data/vidur-profiling``,
+#: 21,924 GEMMs of 1-4,096 rows); held out by model, every model's own fit is 96-128 rows and
+#: the median absolute log error 0.082-0.087 against 0.083-0.100 for the hard roofline, whose
+#: bias at 128-1,024 rows (+15% to +22%) this removes. ``inferasim validate kernels``
+#: reproduces it; docs/attention.md, "The GEMM's knee".
+GEMM_RAMP_ROWS = 128.0
+
+
+def tile_ramp(rows: float) -> float:
+    """The compute side's stretch for a GEMM of ``rows`` rows (GEMM_RAMP_ROWS)."""
+    return 1.0 + GEMM_RAMP_ROWS / max(rows, 1.0)
+
+
+def gemm_roofline(gpu, flops: float, weight_bytes: float, rows: float, dtype: str) -> float:
+    """Seconds of one GEMM (or a group of them) on ``gpu``: its compute at the part's attained
+    rate, stretched by ``tile_ramp(rows)``, or its weight read, whichever is longer."""
+    eff = gpu.efficiency
+    compute = flops / (gpu.peak_flops(dtype) * eff.gemm) * tile_ramp(rows)
+    return max(compute, weight_bytes / (gpu.hbm_bw * eff.memory))
+
 
 @attrs.frozen
 class StepBatch:
@@ -118,22 +142,24 @@ class AnalyticOracle:
 
     def _gemm_seconds_uncached(self, tokens: float, samples: float,
                                own: float) -> dict[str, float]:
-        gpu, eff = self.gpu, self.gpu.efficiency
+        gpu = self.gpu
         out: dict[str, float] = {}
         if tokens <= 0:
             return out
-        bw = gpu.hbm_bw * eff.memory
         for g in self.work.groups:
             weight_bytes = g.weight_bytes
+            done = own if g.name == "gemm_attention" else tokens
+            rows = done
             if g.experts:
                 touched = 1.0 - (1.0 - g.experts_per_token / g.experts) ** tokens
                 weight_bytes *= touched
-            done = own if g.name == "gemm_attention" else tokens
-            compute = g.flops_per_token * done / (gpu.peak_flops(g.dtype) * eff.gemm)
-            out[g.name] = max(compute, weight_bytes / bw)
+                # each touched expert multiplies its own share of the routed tokens
+                rows = done * g.experts_per_token / (g.experts * max(touched, 1e-12))
+            out[g.name] = gemm_roofline(gpu, g.flops_per_token * done, weight_bytes, rows,
+                                        g.dtype)
         if samples > 0:
-            compute = self.work.lm_head_flops_per_sample * samples / (gpu.bf16_flops * eff.gemm)
-            out["lm_head"] = max(compute, self.work.lm_head_bytes / bw)
+            out["lm_head"] = gemm_roofline(gpu, self.work.lm_head_flops_per_sample * samples,
+                                           self.work.lm_head_bytes, samples, "bf16")
         return out
 
     def _comm_seconds(self, tokens: float, own: float | None = None) -> float:
@@ -161,7 +187,8 @@ class AnalyticOracle:
         if not self.draft_tokens or n_decode == 0:
             return 0.0
         gpu, eff = self.gpu, self.gpu.efficiency
-        compute = 2.0 * self.draft_params * n_decode / (gpu.peak_flops(self.draft_dtype) * eff.gemm)
+        compute = 2.0 * self.draft_params * n_decode / (gpu.peak_flops(self.draft_dtype)
+                                                         * eff.gemm) * tile_ramp(n_decode)
         memory = self.draft_params * (1.0 if self.draft_dtype == "fp8" else 2.0) \
             / (gpu.hbm_bw * eff.memory)
         # Each draft pass is one layer's kernels plus a little host work.
