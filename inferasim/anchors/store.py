@@ -251,9 +251,13 @@ class AnchorStore:
     """Anchors loaded from files; ids are unique across the store."""
 
     def __init__(self, records: Iterable[AnchorRecord] = (), *,
-                 origins: dict[str, str] | None = None):
+                 origins: dict[str, str] | None = None, memo: dict | None = None):
+        """``memo``: another store's (``memo``), shared where what it holds is read per
+        anchor id, so that it stays true of any subset (a validation's hold-out stores)."""
         self._records: dict[str, AnchorRecord] = {}
         self._origins: dict[str, str] = {}
+        self._ids: frozenset[str] | None = None
+        self._memo: dict[str, object] = memo if memo is not None else {}
         origins = origins or {}
         for record in records:
             record = settle(record)
@@ -285,6 +289,24 @@ class AnchorStore:
                 origins[record.id] = str(file)
                 records.append(record)
         return cls(records, origins=origins)
+
+    def ids(self) -> frozenset[str]:
+        """Every anchor id the store holds."""
+        if self._ids is None:
+            self._ids = frozenset(self._records)
+        return self._ids
+
+    def memo(self, name: str, compute):
+        """``compute()``, remembered under ``name`` for this store's life (and the stores
+        sharing its memo): what the calibration derives from the whole store (the prefill
+        slopes its regimes identify) is read once, not once per oracle."""
+        if name not in self._memo:
+            self._memo[name] = compute()
+        return self._memo[name]
+
+    def memo_table(self) -> dict:
+        """The memo itself, to share with a store built from a subset of these records."""
+        return self._memo
 
     def __len__(self) -> int:
         return len(self._records)

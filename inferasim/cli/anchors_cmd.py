@@ -350,9 +350,13 @@ def occupancy_cmd(folder: Path | None, old_dir: Path | None, as_json: bool) -> N
 @click.option("--topology", "topology", type=click.Choice(["any", "colocated", "disaggregated"]),
               default="any", show_default=True,
               help="Validate only the anchors that measured this topology.")
+@click.option("--isl-split", "isl_split", default=None, metavar="FIT:HELD[:UPTO]",
+              help="With --hold-out isl: fit on prompts of FIT tokens or fewer and predict those "
+                   "of HELD (to UPTO) tokens. Default 8192:16384; 1024:8192:8192 projects 8k "
+                   "prompts from 1k ones, as the InferenceMAX 8k/1k rows are.")
 def validate_cmd(old_folder: Path | None, folder: Path | None, old_dir: Path | None,
                  as_json: bool, verbose: bool, hold_out: str, date_as_build: bool,
-                 markdown: bool, topology: str) -> None:
+                 markdown: bool, topology: str, isl_split: str | None) -> None:
     """Leave-one-out within each regime and build: predict each anchor of --anchors (default:
     anchors/; a folder or one anchor file; FOLDER is its old spelling) from the others by replaying its workload with the
     calibrated oracle; print the median and p90 absolute error of throughput per GPU, TPOT and
@@ -363,12 +367,20 @@ def validate_cmd(old_folder: Path | None, folder: Path | None, old_dir: Path | N
     from inferasim.config.knobs import Knobs
     from inferasim.report.tables import markdown_table
     from inferasim.validate.anchors import (
+        IslSplit,
         error_stats,
         family_targets,
         report_dict,
         targets_met,
         validate_store,
     )
+
+    if isl_split is not None and hold_out != "isl":
+        raise ConfigError("--isl-split applies to --hold-out isl only", key="--isl-split")
+    try:
+        split = IslSplit.parse(isl_split) if isl_split is not None else IslSplit()
+    except ValueError as exc:
+        raise ConfigError(str(exc), key="--isl-split") from None
 
     folder = _anchor_folder(folder, old_dir, "--dir")
     folder = _anchor_folder(folder, old_folder, "the FOLDER argument")
@@ -378,16 +390,16 @@ def validate_cmd(old_folder: Path | None, folder: Path | None, old_dir: Path | N
     if not len(store):
         raise ConfigError("no anchors to validate", file=str(folder))
     results = validate_store(store, knobs=Knobs.from_env(), hold_out=hold_out,
-                             date_as_build=date_as_build)
+                             date_as_build=date_as_build, isl_split=split)
     if as_json:
-        click.echo(json.dumps(report_dict(results, hold_out), indent=1, default=str))
+        click.echo(json.dumps(report_dict(results, hold_out, split), indent=1, default=str))
         return
     if markdown:
         click.echo(markdown_table(results))
         return
     by_shape = hold_out in ("shape", "isl", "model", "layout")
     click.echo({"shape": "leave-one-shape-out within each regime",
-                "isl": "long prompts (ISL >= 16k) from short ones (<= 8k) within each regime",
+                "isl": f"within each regime, {split.describe()}",
                 "model": "each model from the other models' anchors alone (a prior, or analytic)",
                 "layout": "each regime from its part and engine's other regimes alone (a prior, "
                           "or analytic)",

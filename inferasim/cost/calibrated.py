@@ -64,11 +64,18 @@ class CalibratedOracle(AnchorReading, DecodeRatios, PrefillReading):
     step transported from the usable anchors of ``store`` for ``scenario``."""
 
     def __init__(self, scenario: Scenario, store=None, knobs: Knobs | None = None, *,
-                 anchors=None, rank_level: bool = False):
+                 anchors=None, rank_level: bool = False, carry_prefill: bool = True):
         """``store``: an ``AnchorStore`` (``None`` = none: analytic). ``anchors``: a
         ``TargetAnchors`` already computed for this scenario (skips ``store.for_target``).
         ``rank_level``: batches are one attention-DP rank's own (ranks simulated apart); an
-        anchor's batch is then its concurrency shared over the ranks."""
+        anchor's batch is then its concurrency shared over the ranks. ``carry_prefill``:
+        where the anchors cannot identify the prefill slope, carry one from the store's
+        regimes that do (``cost/prefill_prior.py``); off for the oracles that read them."""
+        self.carry_prefill = carry_prefill
+        # how this regime's own anchors identified the prefill slope ("prompt lengths",
+        # "mixed steps"), None where they did not; and the slope carried instead, if any
+        self.identified_slope: str | None = None
+        self.carried_slope = None
         # A speculative target's acceptance, where its scenario states none, is the anchors'
         # (anchors/acceptance.py): a verify step's tokens are read before anything is priced.
         scenario, self.acceptance = with_acceptance(scenario, store if store is not None else ())
@@ -152,6 +159,10 @@ class CalibratedOracle(AnchorReading, DecodeRatios, PrefillReading):
         if self.prior is not None:
             self.prefill_slope = self.prior.prefill_slope
             self.prefill_step_overhead_s = self.prior.overhead_s
+            if not self.prior.prefill_calibrated:
+                self.carried_slope = self._carry_slope()
+                if self.carried_slope is not None:
+                    self.prefill_slope = self.carried_slope.slope
             # The time outside the engine is a harness's own, not the part's: carried only
             # from the target model's other colocated layouts on its part in one harness
             # (prior.py).
@@ -163,7 +174,8 @@ class CalibratedOracle(AnchorReading, DecodeRatios, PrefillReading):
             if self._frontend_modelled:
                 self.frontend_latency_s = float(np.median(
                     [r.oracle.frontend_latency_s for r in self._frontend_from]))
-            self._prefill_calibrated = self.prior.prefill_calibrated
+            self._prefill_calibrated = self.prior.prefill_calibrated \
+                or self.carried_slope is not None
             self.calibration = self._report()
             return
         if self.calibrated and self.result.set_aside and self._wants_prior():
@@ -179,6 +191,10 @@ class CalibratedOracle(AnchorReading, DecodeRatios, PrefillReading):
         self._prefill_calibrated = self._frontend_modelled and self.result.prefill_calibrated
         if self.calibrated and not self._prefill_calibrated and self._mixed:
             self._fit_mixed_prefill()
+        if self.carried_slope is not None and self.identified_slope is None:
+            self._prefill_calibrated = True
+        else:
+            self.carried_slope = None
         self.calibration = self._report()
 
     def _scales(self, batch: StepBatch) -> tuple[float, float | None]:

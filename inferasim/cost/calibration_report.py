@@ -44,14 +44,20 @@ def calibration_report(oracle) -> dict[str, Any]:
         return _prior_report(oracle, refused, crossed, notes)
     logb, ratios, log_ctx = oracle._table(oracle.width)
     table = {int(round(math.exp(b))): round(float(r), 4) for b, r in zip(logb, ratios, strict=True)}
-    prefill = "calibrated" if oracle._prefill_calibrated else "analytic"
+    prefill = _prefill_mode(oracle)
     if prefill == "analytic" and not any("prefill" in n for n in notes):
         notes.append("prefill and TTFT stay analytic: no prefill curve was fitted")
     used = [p.id for p in oracle.points]
     lo, hi = min(table), max(table)
     ends = extrapolation(log_ctx, oracle._prior_slope, oracle._one_sided, oracle._prior_source)
     carried = ""
-    if oracle._frontend_modelled and not oracle._prefill_calibrated:
+    if oracle.carried_slope is not None:
+        carried = (f" (slope {oracle.prefill_slope:.3g} carried from the regimes of "
+                   f"{oracle.carried_slope.level})")
+        notes.append(oracle.carried_slope.note())
+        _priced_otherwise(notes, res, f"at the slope carried from other regimes instead "
+                          f"({oracle.prefill_slope:.3g})")
+    elif oracle._frontend_modelled and not oracle._prefill_calibrated:
         isls = ", ".join(str(int(r.isl)) for r in oracle.prefill_points)
         carried = f" (frontend latency carried from the TTFTs at ISL {isls})"
         notes.append(f"the TTFT beyond the analytic prefill at ISL {isls} is time outside "
@@ -89,6 +95,8 @@ def calibration_report(oracle) -> dict[str, Any]:
             "pool_tokens": ceiling.pool_tokens, "model_pool_tokens": ceiling.model_pool_tokens,
             "occupancy_tokens": int(round(ceiling.occupancy_tokens)),
             "reserve_gib": round(oracle.kv_reserve_gib, 2), "anchors": list(ceiling.anchors)}
+    if oracle.carried_slope is not None:
+        out["prefill_slope_carried"] = oracle.carried_slope.to_dict()
     if oracle._mixed_readings:
         out["prefill_slope"] = round(oracle.prefill_slope, 4)
         out["prefill_mixed_steps"] = {i: round(r, 4) for i, r in oracle._mixed_readings}
@@ -116,6 +124,14 @@ def calibration_report(oracle) -> dict[str, Any]:
     return out
 
 
+def _prefill_mode(oracle) -> str:
+    """"calibrated" (its own anchors or its prior's regimes read the slope), "carried" (the
+    slope other regimes identify: cost/prefill_prior.py) or "analytic"."""
+    if oracle.carried_slope is not None:
+        return "carried"
+    return "calibrated" if oracle._prefill_calibrated else "analytic"
+
+
 def _priced_otherwise(notes: list[str], res, how: str) -> None:
     """The store's "prefill refused ... falls back to the analytic model" note, where the
     prefill was priced after all (by the mixed steps, or a prior's slope): it says so."""
@@ -129,12 +145,16 @@ def _prior_report(oracle, refused: dict, crossed: bool, notes: list[str]) -> dic
     """The calibration of a prior: its level, the regimes it pooled, the refusals."""
     prior = oracle.prior
     if oracle._prefill_calibrated:
+        whose = "the slope carried from other regimes" if oracle.carried_slope is not None \
+            else "the prior's slope"
         _priced_otherwise(notes, oracle.result,
-                          f"at the prior's slope instead ({oracle.prefill_slope:.3g})")
+                          f"at {whose} instead ({oracle.prefill_slope:.3g})")
     used = [r.id for r in oracle._usable]
     models = sorted({r.model for r in prior.readings})
     lo, hi = prior.batches
-    prefill = "calibrated" if oracle._prefill_calibrated else "analytic"
+    prefill = _prefill_mode(oracle)
+    if oracle.carried_slope is not None:
+        notes.append(oracle.carried_slope.note())
     if prior.split is None:
         decode = f"decode ratio {prior.ratio:.3g} (the median of their levels, flat in the batch)"
     else:
@@ -157,6 +177,8 @@ def _prior_report(oracle, refused: dict, crossed: bool, notes: list[str]) -> dic
            "prior_level": prior.level, "prior_models": models, "prior": prior.to_dict()}
     if oracle._prefill_calibrated:
         out["prefill_slope"] = round(oracle.prefill_slope, 4)
+    if oracle.carried_slope is not None:
+        out["prefill_slope_carried"] = oracle.carried_slope.to_dict()
     if oracle._frontend_from:
         out["frontend_latency_ms"] = round(oracle.frontend_latency_s * 1e3, 2)
         out["frontend_from"] = [r.label for r in oracle._frontend_from]

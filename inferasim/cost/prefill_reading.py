@@ -37,10 +37,12 @@ from typing import Any
 import numpy as np
 
 from inferasim.cost.oracle import AnalyticOracle, StepBatch
+from inferasim.cost.prefill_prior import carried_slope, store_slopes
 from inferasim.cost.ttft_model import (
     PREFILL_SLOPE_LIMITS,
     TtftRow,
     fit_ttft,
+    identifies_slope,
     latency_at,
     latency_at_load,
     slot_wait,
@@ -87,6 +89,7 @@ class PrefillReading:
             else float(np.median([r for _, r in readings]))
         self.prefill_slope = float(np.clip(slope, lo, hi))
         self._prefill_calibrated = True
+        self.identified_slope = "mixed steps"
         self._mixed_readings = readings
 
     def _restall(self) -> None:
@@ -151,7 +154,16 @@ class PrefillReading:
         if not rows:
             return
         self.prefill_points = rows
-        self.prefill_slope, self.frontend_latency_s = fit_ttft(rows, fit_slope)
+        if fit_slope and identifies_slope(rows):
+            self.identified_slope = "prompt lengths"
+            self.prefill_slope, self.frontend_latency_s = fit_ttft(rows, fit_slope)
+        else:
+            # one prompt length cannot split a slower prefill from time outside the engine:
+            # the slope the store's other regimes identify, where there is one, else 1
+            carried = self._carry_slope()
+            self.carried_slope = carried
+            slope = carried.slope if carried is not None else 1.0
+            self.prefill_slope, self.frontend_latency_s = slope, latency_at(rows, slope)
         # The stalls are prefill time at the probe's ISL: a probe refused for the target's
         # ISL carries none of it into the engine (its TTFT beyond the analytic prefill stays
         # outside, in the latency), so the prefill is wholly the analytic model's.
@@ -307,6 +319,17 @@ class PrefillReading:
                     if r.batches[0] <= n]
             value = self._latency_memo[n] = float(np.median(near)) if near else 0.0
         return value
+
+    def _carry_slope(self):
+        """The slope carried from the store's identifying regimes (``prefill_prior``), read
+        once per oracle; None where carrying is off or no regime identifies one."""
+        if not self.carry_prefill or self._store is None or self.result is None:
+            return None
+        if not hasattr(self, "_carried_memo"):
+            readings = store_slopes(self._store, self.knobs)
+            self._carried_memo = carried_slope(readings, self.result.target,
+                                               self._store.ids())
+        return self._carried_memo
 
     def prefill_ratio(self, batch: StepBatch) -> float:
         if not self._prefill_calibrated or not batch.prefill_tokens.size:

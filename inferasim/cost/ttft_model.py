@@ -86,14 +86,19 @@ _SLOPE_GRID = 64
 _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 
 
+def identifies_slope(rows: list[TtftRow]) -> bool:
+    """Whether the rows can split a slower prefill from a fixed latency: three prompt
+    lengths or more whose analytic prefills differ."""
+    return len(rows) >= 3 and max(r.prefill for r in rows) > min(r.prefill for r in rows)
+
+
 def fit_ttft(rows: list[TtftRow], fit_slope: bool = True) -> tuple[float, float]:
     """(slope, latency) minimising the squared misfit of ``TTFT - wait = latency +
     sojourn(slope x prefill)`` over the rows (latency >= 0, slope within
     PREFILL_SLOPE_LIMITS); below three ISLs, or without ``fit_slope``, the slope is 1 (one
     point cannot split the two)."""
     lo, hi = PREFILL_SLOPE_LIMITS
-    spread = max(r.prefill for r in rows) - min(r.prefill for r in rows)
-    if not fit_slope or len(rows) < 3 or spread <= 0:
+    if not fit_slope or not identifies_slope(rows):
         return 1.0, latency_at(rows, 1.0)
 
     def misfit(log_slope: float) -> float:

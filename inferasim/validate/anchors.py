@@ -38,6 +38,7 @@ import attrs
 import numpy as np
 
 from inferasim.anchors import normalise as nz
+from inferasim.anchors.deployment import deployment_topology, scenario_from_regime
 from inferasim.anchors.families import family_of
 from inferasim.anchors.record import DEFAULT_DRAFT_TOKENS, AnchorRecord
 from inferasim.anchors.regime import REGIME_AXES, Target, compare
@@ -45,8 +46,8 @@ from inferasim.anchors.store import AnchorStore
 from inferasim.config.catalog import REPO_ROOT
 from inferasim.config.errors import ConfigError
 from inferasim.config.knobs import Knobs
-from inferasim.config.scenario import Scenario, SpeculativeSpec, TopologySpec
-from inferasim.config.typed import spec_to_dict
+from inferasim.config.scenario import Scenario, SpeculativeSpec
+from inferasim.cost.prefill_prior import store_slopes
 
 TEMPLATE_DIR = REPO_ROOT / "scenarios" / "inferencemax"
 METRICS = ("tput_per_gpu", "tpot", "ttft")
@@ -74,6 +75,45 @@ TARGET_MIN_SCORED = 3
 HOLD_OUT = ("point", "shape", "isl", "model", "layout")
 ISL_HELD_FROM = 16384
 ISL_FITTED_UPTO = 8192
+
+
+@attrs.frozen
+class IslSplit:
+    """Which prompts ``--hold-out isl`` fits on and which it predicts. The default is issue
+    29's (16k and longer from 8k and shorter); ``1024:8192:8192`` is the InferenceMAX case,
+    whose anchors are all ISL 1024 and whose 8k/1k rows are projected from them."""
+
+    fitted_upto: int = ISL_FITTED_UPTO
+    held_from: int = ISL_HELD_FROM
+    held_upto: int | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.held_from <= self.fitted_upto:
+            raise ValueError(f"the held-out prompts (from {self.held_from}) must be longer than "
+                             f"the fitted ones (up to {self.fitted_upto})")
+        if self.held_upto is not None and self.held_upto < self.held_from:
+            raise ValueError(f"held-out prompts up to {self.held_upto} but from "
+                             f"{self.held_from}: an empty range")
+
+    def held(self, isl: int) -> bool:
+        return isl >= self.held_from and (self.held_upto is None or isl <= self.held_upto)
+
+    def fitted(self, isl: int) -> bool:
+        return isl <= self.fitted_upto
+
+    def describe(self) -> str:
+        upto = f"-{self.held_upto}" if self.held_upto is not None else " and longer"
+        return f"prompts of {self.held_from}{upto} tokens from those of {self.fitted_upto} or fewer"
+
+    @classmethod
+    def parse(cls, text: str) -> IslSplit:
+        """``FITTED_UPTO:HELD_FROM[:HELD_UPTO]`` in tokens."""
+        parts = text.split(":")
+        if len(parts) not in (2, 3) or not all(p.strip().isdigit() for p in parts):
+            raise ValueError(f"expected FITTED_UPTO:HELD_FROM[:HELD_UPTO] in tokens "
+                             f"(e.g. 1024:8192:8192), got {text!r}")
+        values = [int(p) for p in parts]
+        return cls(values[0], values[1], values[2] if len(values) == 3 else None)
 
 
 @attrs.frozen
@@ -268,40 +308,6 @@ def base_scenario(record: AnchorRecord, templates) -> tuple[str | None, Scenario
     return None, scenario_from_regime(record)
 
 
-def scenario_from_regime(record: AnchorRecord) -> Scenario:
-    """A scenario for the deployment an anchor measured, from its regime alone."""
-    from inferasim.config.loader import resolve
-
-    reg = record.regime
-    if not nz.modelled(reg.engine):
-        raise ConfigError(f"engine {reg.engine} is not modelled by inferasim")
-    if reg.model is None or reg.gpu is None:
-        raise ConfigError("the anchor does not record its model and GPU part")
-    orchestrator, engine = nz.worker_engine(reg.engine)
-    data: dict[str, Any] = {
-        "name": f"anchor {record.id}",
-        "model": {"name": reg.model},
-        "gpu": {"name": reg.gpu},
-        "engine": {"name": engine},
-        "parallel": {"tp": reg.tp or 1, "ep": reg.ep or 1, "dp_attention": reg.dp_attention or 1,
-                     "dcp": reg.dcp or 1},
-        "workload": {"format": "random"},
-    }
-    if reg.weight_dtype and reg.weight_dtype != "fp4":
-        data["model"]["weight_dtype"] = reg.weight_dtype
-    if reg.kv_dtype:
-        data["engine"]["kv_dtype"] = reg.kv_dtype
-    if reg.kernel_family:
-        data["engine"]["attention_backend"] = reg.kernel_family
-    if reg.spec_method not in (None, "none"):
-        data["speculative"] = {"method": reg.spec_method,
-                               "draft_tokens": reg.draft_tokens or DEFAULT_DRAFT_TOKENS}
-    if reg.disaggregated:
-        data["topology"] = spec_to_dict(deployment_topology(TopologySpec(), record))
-        data["topology"]["orchestrator"] = orchestrator
-    return resolve(data, {}, f"<anchor {record.id}>", check_fit=False)
-
-
 def replay_problem(record: AnchorRecord, templates=()) -> str | None:
     """Why inferasim cannot replay the deployment an anchor measured (its engine, its pools'
     layout, its weights' fit at the engine's memory rule), or None; from the scenario of its
@@ -322,27 +328,6 @@ def replay_problem(record: AnchorRecord, templates=()) -> str | None:
     except ConfigError as exc:
         return exc.message
     return None
-
-
-def deployment_topology(base: TopologySpec, record: AnchorRecord) -> TopologySpec:
-    """``base`` with the pools a disaggregated anchor measured: its worker counts and its
-    prefill pool's layout (the decode pool's is the scenario's own ``parallel``)."""
-    reg = record.regime
-    if not (reg.prefill_workers and reg.decode_workers and reg.prefill_tp):
-        raise ConfigError("the anchor does not record its pools' worker counts and prefill "
-                          "layout (a disaggregated row with num_workers 0)")
-    prefill = {"tp": reg.prefill_tp, "ep": reg.prefill_ep or 1,
-               "dp_attention": reg.prefill_dp_attention or 1}
-    spare = base.prefill.parallel.get("redundant_experts")
-    if spare and prefill["ep"] > 1:  # the scenario's EPLB slots, which the rows do not record
-        prefill["redundant_experts"] = spare
-    # a recorded running limit is the decode workers' (the launch recipe's max_batch_size)
-    decode_engine = {"max_num_seqs": int(reg.max_num_seqs)} if reg.max_num_seqs else {}
-    return attrs.evolve(
-        base, kind="disaggregated",
-        prefill=attrs.evolve(base.prefill, instances=reg.prefill_workers, parallel=prefill),
-        decode=attrs.evolve(base.decode, instances=reg.decode_workers, parallel={},
-                            engine={**base.decode.engine, **decode_engine}))
 
 
 def anchor_workload(base: Scenario, record: AnchorRecord, *,
@@ -566,10 +551,12 @@ def validate_store(store: AnchorStore, *, knobs: Knobs | None = None,
                    target_requests: int = TARGET_REQUESTS,
                    max_replay_concurrency: int = MAX_REPLAY_CONCURRENCY,
                    max_colocated_replay_concurrency: int = MAX_COLOCATED_REPLAY_CONCURRENCY,
-                   hold_out: str = "point", date_as_build: bool = False) -> list[GroupResult]:
+                   hold_out: str = "point", date_as_build: bool = False,
+                   isl_split: IslSplit | None = None) -> list[GroupResult]:
     if hold_out not in HOLD_OUT:
         raise ValueError(f"hold_out must be one of {HOLD_OUT}, not {hold_out!r}")
     knobs = knobs or Knobs()
+    split = isl_split or IslSplit()
     temps = load_templates(templates)
     by_shape = hold_out in ("shape", "isl")
     by_model = hold_out == "model"
@@ -578,6 +565,11 @@ def validate_store(store: AnchorStore, *, knobs: Knobs | None = None,
     records_in = dates_as_builds(store) if date_as_build else list(store)
     # leaving a model out, every other model's anchors: one store per model held out
     without: dict[Any, AnchorStore] = {}
+    # The other regimes stand beside a held-out anchor's own in the store it is priced from,
+    # as in a run: a regime measured at one prompt length carries its prefill slope from them
+    # (cost/prefill_prior.py). Their readings are taken once, from the whole store.
+    full = AnchorStore(records_in)
+    store_slopes(full, knobs)
     results: list[GroupResult] = []
     for key, records in regime_groups(records_in, by_build=not (by_shape or by_prior)).items():
         label = group_label(records[0], with_build=not (by_shape or by_prior))
@@ -599,10 +591,10 @@ def validate_store(store: AnchorStore, *, knobs: Knobs | None = None,
                 f"{len(usable)} anchor(s) with a closed-loop decode step; leave-one-out needs 2")))
             continue
         if hold_out == "isl" and not (
-                any(r.workload.isl >= ISL_HELD_FROM for r in usable)
-                and any(r.workload.isl <= ISL_FITTED_UPTO for r in usable)):
+                any(split.held(r.workload.isl) for r in usable)
+                and any(split.fitted(r.workload.isl) for r in usable)):
             results.append(GroupResult(label, len(records), skipped=(
-                f"no prompts of both <= {ISL_FITTED_UPTO} and >= {ISL_HELD_FROM} tokens")))
+                f"no {split.describe()}")))
             continue
         if by_shape and len({shape_of(r) for r in usable}) < 2:
             results.append(GroupResult(label, len(records), skipped=(
@@ -617,6 +609,8 @@ def validate_store(store: AnchorStore, *, knobs: Knobs | None = None,
             continue
         preds: list[Prediction] = []
         notes: set[str] = set()
+        own = regime_key(records[0])[:-1]
+        beside = [r for r in records_in if regime_key(r)[:-1] != own]
         for held in usable:
             if by_model:
                 model = held.regime.model
@@ -630,9 +624,9 @@ def validate_store(store: AnchorStore, *, knobs: Knobs | None = None,
                                                if regime_key(r)[:-1] != key)
                 others = without[key]
             elif hold_out == "isl":
-                if held.workload.isl < ISL_HELD_FROM:
+                if not split.held(held.workload.isl):
                     continue
-                others = [r for r in usable if r.workload.isl <= ISL_FITTED_UPTO]
+                others = [r for r in usable if split.fitted(r.workload.isl)]
             elif by_shape:
                 others = [r for r in usable if shape_of(r) != shape_of(held)]
             else:
@@ -644,16 +638,18 @@ def validate_store(store: AnchorStore, *, knobs: Knobs | None = None,
                 target = attrs.evolve(target, engine=attrs.evolve(target.engine, version=build))
             if not by_prior:  # another regime's acceptance is not this one's
                 target = _with_measured_acceptance(target, others)
+            priced_from = others if by_prior else AnchorStore(list(others) + beside,
+                                                               memo=full.memo_table())
             started = time.perf_counter()
             limit = max_replay_concurrency if held.regime.disaggregated \
                 else max_colocated_replay_concurrency
             method = "replay" if held.workload.concurrency <= limit else "closed-form"
             try:
                 if method == "replay":
-                    pred, n, cal = predict(target, others, knobs,
+                    pred, n, cal = predict(target, priced_from, knobs,
                                            held.measurements.tpot_statistic)
                 else:
-                    pred, n, cal = predict_closed_form(target, others, knobs)
+                    pred, n, cal = predict_closed_form(target, priced_from, knobs)
             except ConfigError as exc:
                 notes.add(f"{held.id}: {exc}")
                 continue
@@ -721,9 +717,9 @@ METHODS = {
                "and engine): each anchor's workload replayed with the oracle the rest of the "
                "store gives it (a prior from its part and engine's other regimes, else the "
                "analytic model), labelled with which"),
-    "isl": (f"long prompts held out within each regime: each anchor at ISL >= {ISL_HELD_FROM} "
-            f"replayed with the calibrated oracle built from its regime's anchors at ISL <= "
-            f"{ISL_FITTED_UPTO}, its own build preferred"),
+    "isl": ("long prompts held out within each regime: each anchor of {held} replayed with "
+            "the calibrated oracle built from its regime's anchors of the others, its own build "
+            "preferred"),
 }
 
 
@@ -734,10 +730,14 @@ def stats_by(preds: list[Prediction], field: str) -> dict[str, dict[str, dict[st
             for v in values}
 
 
-def report_dict(results: list[GroupResult], hold_out: str = "point") -> dict[str, Any]:
+def report_dict(results: list[GroupResult], hold_out: str = "point",
+                isl_split: IslSplit | None = None) -> dict[str, Any]:
     all_preds = [p for g in results for p in g.predictions]
+    method = METHODS[hold_out]
+    if hold_out == "isl":
+        method = method.format(held=(isl_split or IslSplit()).describe())
     return {
-        "method": METHODS[hold_out],
+        "method": method,
         "hold_out": hold_out,
         "overall": error_stats(all_preds),
         "overall_bracketed": error_stats(p for p in all_preds if p.bracketed),
