@@ -10,6 +10,7 @@ import attrs
 import numpy as np
 import pytest
 
+from inferasim.anchors.loading import default_store
 from inferasim.anchors.record import AnchorRecord
 from inferasim.anchors.store import AnchorStore
 from inferasim.config.catalog import REPO_ROOT
@@ -733,8 +734,10 @@ def test_simulate_uses_the_shipped_anchors_and_keeps_injection(scenario):
     assert oracle_for(short).calibration["mode"] == "anchored"
     result = simulate(short)
     assert result.calibration["mode"] == "anchored"
-    # every shipped row has ISL 1024: the target's 1024 is calibrated there, 8192 is not
-    assert result.calibration["prefill"] == "calibrated"
+    # every shipped row has ISL 1024: one prompt length identifies no slope, so the regime
+    # carries the one the store's prompt sweeps identify, at 1024 as at 8192
+    # (cost/prefill_prior.py)
+    assert result.calibration["prefill"] == "carried"
     # the scenario's build (v0.5.12) shows its prefills in the decode stalls; the older
     # build's TTFTs show time outside the engine
     assert result.calibration["prefill_step_overhead_ms"] > 0
@@ -742,7 +745,10 @@ def test_simulate_uses_the_shipped_anchors_and_keeps_injection(scenario):
                                      "engine.version=v0.5.9-rocm700-mi35x"])
     assert oracle_for(older).calibration["frontend_latency_ms"] > 0
     far = load_scenario(SCENARIO, ["workload.isl=8192"])
-    assert oracle_for(far).calibration["prefill"] == "analytic"
+    assert oracle_for(far).calibration["prefill"] == "carried"
+    assert oracle_for(far, store=AnchorStore(
+        r for r in default_store() if r.regime.engine == "sglang")).calibration[
+            "prefill"] == "analytic"   # no regime of the store identifies a slope
     injected = simulate(short, oracle=AnalyticOracle(short))
     assert injected.calibration["mode"] == "analytic"
 

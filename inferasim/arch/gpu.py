@@ -65,6 +65,10 @@ class GpuSpec:
     # empty = the kernel runs the rank's own heads.
     sparse_mla_head_multiple: dict[str, int] = attrs.field(factory=dict,
                                                             validator=_head_multiples)
+    # A GEMM of M rows runs its compute side as if it had M + this many (the tiles' fill and
+    # last partial wave; cost/oracle.py GEMM_RAMP_ROWS): measured on H100 only (Vidur's
+    # operator profiles), so set on the Hopper parts and 0 (the hard roofline) elsewhere.
+    gemm_ramp_rows: float = attrs.field(default=0.0, metadata=at_least(0))
     l2_bytes: float = 0.0
     # The GPU's own NIC on the scale-out network (RDMA between scale-up domains), bytes/s
     # one way, and the latency one cross-domain hop adds; 0 = not known, and a layout whose

@@ -28,23 +28,25 @@ _EMPTY = np.zeros(0, dtype=np.float64)
 #: GEMM of a few hundred rows runs well below the part's attained rate. Fitted (least squares
 #: on the log, with the catalog's H100 efficiencies and a fixed 6 us a kernel) to Vidur's
 #: H100 BF16 operator timings of six dense models (``../shared/data/vidur-profiling``,
-#: 21,924 GEMMs of 1-4,096 rows); held out by model, every model's own fit is 96-128 rows and
-#: the median absolute log error 0.082-0.087 against 0.083-0.100 for the hard roofline, whose
-#: bias at 128-1,024 rows (+15% to +22%) this removes. ``inferasim validate kernels``
-#: reproduces it; docs/attention.md, "The GEMM's knee".
+#: 21,924 GEMMs of 1-4,096 rows); held out by model, every model's own fit is 128 rows and
+#: the median absolute log error 0.082-0.088 against 0.083-0.100 for the hard roofline, whose
+#: bias at 129-1,024 rows (+15% to +22%) this removes. ``inferasim validate kernels``
+#: reproduces it; docs/attention.md, "The GEMM's knee". The catalog's Hopper parts carry it
+#: (``GpuSpec.gemm_ramp_rows``); no other part's GEMMs were measured.
 GEMM_RAMP_ROWS = 128.0
 
 
-def tile_ramp(rows: float) -> float:
-    """The compute side's stretch for a GEMM of ``rows`` rows (GEMM_RAMP_ROWS)."""
-    return 1.0 + GEMM_RAMP_ROWS / max(rows, 1.0)
+def tile_ramp(rows: float, ramp_rows: float = GEMM_RAMP_ROWS) -> float:
+    """The compute side's stretch for a GEMM of ``rows`` rows."""
+    return 1.0 + ramp_rows / max(rows, 1.0)
 
 
 def gemm_roofline(gpu, flops: float, weight_bytes: float, rows: float, dtype: str) -> float:
     """Seconds of one GEMM (or a group of them) on ``gpu``: its compute at the part's attained
-    rate, stretched by ``tile_ramp(rows)``, or its weight read, whichever is longer."""
+    rate, stretched by the part's tile ramp at ``rows``, or its weight read, whichever is
+    longer."""
     eff = gpu.efficiency
-    compute = flops / (gpu.peak_flops(dtype) * eff.gemm) * tile_ramp(rows)
+    compute = flops / (gpu.peak_flops(dtype) * eff.gemm) * tile_ramp(rows, gpu.gemm_ramp_rows)
     return max(compute, weight_bytes / (gpu.hbm_bw * eff.memory))
 
 
@@ -188,7 +190,8 @@ class AnalyticOracle:
             return 0.0
         gpu, eff = self.gpu, self.gpu.efficiency
         compute = 2.0 * self.draft_params * n_decode / (gpu.peak_flops(self.draft_dtype)
-                                                         * eff.gemm) * tile_ramp(n_decode)
+                                                         * eff.gemm) \
+            * tile_ramp(n_decode, gpu.gemm_ramp_rows)
         memory = self.draft_params * (1.0 if self.draft_dtype == "fp8" else 2.0) \
             / (gpu.hbm_bw * eff.memory)
         # Each draft pass is one layer's kernels plus a little host work.

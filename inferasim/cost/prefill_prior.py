@@ -154,6 +154,5 @@ def carried_slope(readings, target, store_ids) -> CarriedSlope | None:
     for level, found in zip(LEVELS, levels, strict=True):
         if len(found) >= MIN_LEVEL_READINGS or (found and level == LEVELS[-1]):
             slope = float(np.median([r.slope for r in found]))
-            return CarriedSlope(slope, f"the same {level}" if level != "every engine"
-                                else "every engine's", tuple(found))
+            return CarriedSlope(slope, level, tuple(found))
     return None

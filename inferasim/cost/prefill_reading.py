@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import attrs
 import numpy as np
 
 from inferasim.cost.oracle import AnalyticOracle, StepBatch
@@ -57,6 +58,9 @@ STALL_MIN_SHARE = 0.05
 # STALL_SETTLED of itself.
 STALL_PASSES = 3
 STALL_SETTLED = 0.01
+
+# The prompt a measured prefill kernel's share is read at where the workload names no ISL.
+AGENTIC_PROBE_ISL = 32768
 
 
 class PrefillReading:
@@ -325,11 +329,31 @@ class PrefillReading:
         once per oracle; None where carrying is off or no regime identifies one."""
         if not self.carry_prefill or self._store is None or self.result is None:
             return None
+        if not hasattr(self, "_carried_memo") and self._prefill_kernel_measured():
+            self._carried_memo = None
+            self._notes.append(
+                "no prefill slope carried: this part prices the target's sparse-selection "
+                "prefill at its measured kernel's rate (sparse_prefill_cost_scale), which a "
+                "slope read against other kernels would count twice")
         if not hasattr(self, "_carried_memo"):
             readings = store_slopes(self._store, self.knobs)
             self._carried_memo = carried_slope(readings, self.result.target,
                                                self._store.ids())
         return self._carried_memo
+
+    def _prefill_kernel_measured(self) -> bool:
+        """Whether the target's prefill at its ISL is priced by a kernel measured on its
+        part: the catalog's sparse-selection shortfall moves it by more than 5% (GLM-5.1 on
+        MI355X under SGLang: its AgentX ladder's input rate past the cliff within 9% at the
+        analytic prefill, 36% slow with a slope carried; docs/anchors.md)."""
+        gpu = self.scenario.gpu
+        if gpu.sparse_prefill_cost_scale == 1.0:
+            return False
+        # a workload of sessions names no ISL: its prompts run to tens of thousands of tokens
+        isl = int(self.result.target.isl or AGENTIC_PROBE_ISL)
+        plain = attrs.evolve(self.scenario, gpu=attrs.evolve(gpu, sparse_prefill_cost_scale=1.0))
+        measured = analytic_prefill_seconds(self.analytic, isl)
+        return measured > 1.05 * analytic_prefill_seconds(self._analytic(plain), isl)
 
     def prefill_ratio(self, batch: StepBatch) -> float:
         if not self._prefill_calibrated or not batch.prefill_tokens.size:

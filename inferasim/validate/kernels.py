@@ -124,7 +124,7 @@ def kernel_report(root: Path) -> dict:
                 errs[ramp].setdefault(("all", "all"), []).append(e)
         report[part] = {
             "gemms": len(timings),
-            "ramp_rows": oracle_module.GEMM_RAMP_ROWS,
+            "ramp_rows": gpu.gemm_ramp_rows,
             "with_ramp": {f"{k[0]} {k[1]}": _stats(v) for k, v in errs[True].items()},
             "hard_roofline": {f"{k[0]} {k[1]}": _stats(v) for k, v in errs[False].items()},
         }
