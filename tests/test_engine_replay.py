@@ -239,7 +239,7 @@ def test_chunked_prefill_macro_steps_equal_exact_steps(engine):
         else "engine.chunked_prefill_size=512"
     _, macro = _exact_and_macro(["workload.duration_s=120", "workload.concurrency=12",
                                  f"engine.name={engine}", budget,
-                                 "engine.kv_pool_tokens=40000",
+                                 "engine.kv_pool_tokens=36000",
                                  "workload.synthetic.output_tokens_median=150"])
     stats = macro.engines[0].stats
     assert stats.chunk_macro_steps > 0
