@@ -76,6 +76,8 @@ class CalibratedOracle(AnchorReading, DecodeRatios, PrefillReading):
         # "mixed steps"), None where they did not; and the slope carried instead, if any
         self.identified_slope: str | None = None
         self.carried_slope = None
+        self._carry_read = False   # whether _carry_slope has looked (it looks once)
+        self._carried_memo = None
         # A speculative target's acceptance, where its scenario states none, is the anchors'
         # (anchors/acceptance.py): a verify step's tokens are read before anything is priced.
         scenario, self.acceptance = with_acceptance(scenario, store if store is not None else ())

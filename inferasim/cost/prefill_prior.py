@@ -48,7 +48,7 @@ class SlopeReading:
     slope: float
     how: str                      # "prompt lengths" or "mixed steps"
     anchor_ids: frozenset = attrs.field(eq=False, repr=False)
-    regime: Any = attrs.field(eq=False, repr=False)   # one of its anchors' RegimeKey
+    regime: Any = attrs.field(eq=False, repr=False)   # one of its anchors' Regime
 
 
 @attrs.frozen
@@ -136,8 +136,8 @@ def store_slopes(store, knobs) -> tuple[SlopeReading, ...]:
 
 def carried_slope(readings, target, store_ids) -> CarriedSlope | None:
     """The slope carried to ``target`` (a ``Target``): the median of the readings of the
-    nearest LEVELS that holds any, never the target's own regime's, and only readings whose
-    anchors are all in ``store_ids``."""
+    nearest LEVELS that holds MIN_LEVEL_READINGS (the last level: any), never the target's own
+    regime's, and only readings whose anchors are all in ``store_ids``."""
     usable = []
     for r in readings:
         if not r.anchor_ids <= store_ids:

@@ -8,9 +8,10 @@ the queueing behind the other clients' prompts in the closed loop (``closed_loop
 ``wait`` half a calibrated decode step of the other clients (an arrival waits for the step
 in flight). With three or more ISLs slope and latency are fitted (least squares, latency >=
 0, slope within PREFILL_SLOPE_LIMITS); with fewer, the probe cannot tell a slower prefill
-from a fixed latency, so the slope is 1 and the excess is latency. When the store refuses
-the probe's coverage of the target's ISL the slope is 1 too (the prefill stays analytic and
-the report says so) and the latency is still read: it is time per request.
+from a fixed latency: the slope is the one the store's other regimes identify (carried,
+``cost/prefill_prior.py``), else 1, and the excess is latency. When the store refuses
+the probe's coverage of the target's ISL the slope is likewise the carried one, else 1 (the
+report says which) and the latency is still read: it is time per request.
 The slope scales the prefill part of every step (engine time: it delays the decodes a mixed
 or prefill-exclusive step holds). Where the anchors' median ITL is the decode step (not a
 coalesced stream) their mean TPOT above it is the time prefills held the decodes up; per
@@ -169,8 +170,8 @@ class PrefillReading:
             slope = carried.slope if carried is not None else 1.0
             self.prefill_slope, self.frontend_latency_s = slope, latency_at(rows, slope)
         # The stalls are prefill time at the probe's ISL: a probe refused for the target's
-        # ISL carries none of it into the engine (its TTFT beyond the analytic prefill stays
-        # outside, in the latency), so the prefill is wholly the analytic model's.
+        # ISL carries none of it into the engine (its TTFT beyond the slope's prefill stays
+        # outside, in the latency), so the prefill is the slope's alone.
         self._stall_points = self._prefill_stalls(usable) if fit_slope else []
         if self._stall_points:
             # the stall beyond the analytic prefill is engine time per prefill step: it leaves
@@ -329,16 +330,17 @@ class PrefillReading:
         once per oracle; None where carrying is off or no regime identifies one."""
         if not self.carry_prefill or self._store is None or self.result is None:
             return None
-        if not hasattr(self, "_carried_memo") and self._prefill_kernel_measured():
-            self._carried_memo = None
+        if self._carry_read:
+            return self._carried_memo
+        self._carry_read = True
+        if self._prefill_kernel_measured():
             self._notes.append(
                 "no prefill slope carried: this part prices the target's sparse-selection "
                 "prefill at its measured kernel's rate (sparse_prefill_cost_scale), which a "
                 "slope read against other kernels would count twice")
-        if not hasattr(self, "_carried_memo"):
-            readings = store_slopes(self._store, self.knobs)
-            self._carried_memo = carried_slope(readings, self.result.target,
-                                               self._store.ids())
+            return None
+        readings = store_slopes(self._store, self.knobs)
+        self._carried_memo = carried_slope(readings, self.result.target, self._store.ids())
         return self._carried_memo
 
     def _prefill_kernel_measured(self) -> bool:
