@@ -81,7 +81,7 @@ def test_a_two_rung_ladder_carries_the_slope_of_its_regimes_other_build(tmp_path
     its own. With the shipped anchors less the held rung the store also holds the regime's
     1k/8k sweep on an older build; its slope, not the cross-regime MTP prior, carries the rung
     across, and both land within 12% (within 10% while the 1k prefill was the analytic
-    model's; at the slope carried from the prompt sweeps, x1.44, c32 reads -11.0%)."""
+    model's; at the slope carried from the prompt sweeps, x1.48, c32 reads -11.0%)."""
     from inferasim.config.loader import load_scenario
 
     sc = load_scenario(FOLDER / ATOM_MTP)

@@ -254,3 +254,15 @@ def settle(record: AnchorRecord) -> AnchorRecord:
     if settled == record.regime and new_prov == prov:
         return record
     return attrs.evolve(record, regime=settled, provenance=new_prov)
+
+
+def regime_key(record: AnchorRecord) -> tuple:
+    """An anchor record's regime on every axis of REGIME_AXES, then its build."""
+    reg = record.regime
+    values = []
+    for axis in REGIME_AXES:
+        if axis == "speculative":
+            values.append((reg.spec_method, reg.draft_tokens))
+        else:
+            values.append(getattr(reg, axis))
+    return tuple(values) + (record.provenance.build,)

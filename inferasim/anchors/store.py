@@ -256,7 +256,6 @@ class AnchorStore:
         anchor id, so that it stays true of any subset (a validation's hold-out stores)."""
         self._records: dict[str, AnchorRecord] = {}
         self._origins: dict[str, str] = {}
-        self._ids: frozenset[str] | None = None
         self._memo: dict[str, object] = memo if memo is not None else {}
         origins = origins or {}
         for record in records:
@@ -292,9 +291,7 @@ class AnchorStore:
 
     def ids(self) -> frozenset[str]:
         """Every anchor id the store holds."""
-        if self._ids is None:
-            self._ids = frozenset(self._records)
-        return self._ids
+        return frozenset(self._records)
 
     def memo(self, name: str, compute):
         """``compute()``, remembered under ``name`` for this store's life (and the stores

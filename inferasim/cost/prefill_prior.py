@@ -23,7 +23,7 @@ import attrs
 import numpy as np
 
 from inferasim.anchors.deployment import scenario_from_regime
-from inferasim.anchors.regime import compare
+from inferasim.anchors.regime import compare, regime_key
 from inferasim.config.errors import ConfigError
 from inferasim.cost.ttft_model import PREFILL_SLOPE_LIMITS, held_at_bound
 
@@ -82,9 +82,7 @@ def _identifying_groups(records) -> list[list]:
         reg = record.regime
         if reg.disaggregated or reg.model is None or reg.gpu is None:
             continue
-        key = (reg.model, reg.engine, reg.gpu, reg.weight_dtype, reg.kv_dtype, reg.tp, reg.ep,
-               reg.dp_attention, reg.dcp, reg.spec_method, reg.draft_tokens)
-        groups.setdefault(key, []).append(record)
+        groups.setdefault(regime_key(record)[:-1], []).append(record)
     out = []
     for group in groups.values():
         closed = {int(r.workload.isl) for r in group
@@ -96,11 +94,12 @@ def _identifying_groups(records) -> list[list]:
     return out
 
 
-def read_slopes(store, oracle_type, knobs) -> tuple[SlopeReading, ...]:
+def read_slopes(store, knobs) -> tuple[SlopeReading, ...]:
     """Each identifying regime of ``store`` calibrated on its own deployment (its regime's
-    scenario at its longest prompt, so that its probe covers the target) by ``oracle_type``
-    (``CalibratedOracle``, not carrying a slope itself), and the slope it identifies."""
+    scenario at its longest prompt, so that its probe covers the target), not carrying a
+    slope itself, and the slope it identifies."""
     from inferasim.anchors.store import AnchorStore
+    from inferasim.cost.calibrated import CalibratedOracle
 
     out = []
     for group in _identifying_groups(store):
@@ -114,7 +113,7 @@ def read_slopes(store, oracle_type, knobs) -> tuple[SlopeReading, ...]:
                                 concurrency=int(w.concurrency or 1))
         scenario = attrs.evolve(base, workload=workload)
         try:
-            oracle = oracle_type(scenario, AnchorStore(group), knobs, carry_prefill=False)
+            oracle = CalibratedOracle(scenario, AnchorStore(group), knobs, carry_prefill=False)
         except (ConfigError, ValueError):
             continue
         how = oracle.identified_slope
@@ -129,9 +128,7 @@ def read_slopes(store, oracle_type, knobs) -> tuple[SlopeReading, ...]:
 
 def store_slopes(store, knobs) -> tuple[SlopeReading, ...]:
     """The readings of ``store``, read once per store (and the stores sharing its memo)."""
-    from inferasim.cost.calibrated import CalibratedOracle
-
-    return store.memo("prefill_slopes", lambda: read_slopes(store, CalibratedOracle, knobs))
+    return store.memo("prefill_slopes", lambda: read_slopes(store, knobs))
 
 
 def carried_slope(readings, target, store_ids) -> CarriedSlope | None:

@@ -41,7 +41,7 @@ from inferasim.anchors import normalise as nz
 from inferasim.anchors.deployment import deployment_topology, scenario_from_regime
 from inferasim.anchors.families import family_of
 from inferasim.anchors.record import DEFAULT_DRAFT_TOKENS, AnchorRecord
-from inferasim.anchors.regime import REGIME_AXES, Target, compare
+from inferasim.anchors.regime import Target, compare, regime_key
 from inferasim.anchors.store import AnchorStore
 from inferasim.config.catalog import REPO_ROOT
 from inferasim.config.errors import ConfigError
@@ -182,17 +182,6 @@ def error_stats(predictions: Iterable[Prediction]) -> dict[str, dict[str, float 
 
 
 # ---------------------------------------------------------------- groups
-
-
-def regime_key(record: AnchorRecord) -> tuple:
-    reg = record.regime
-    values = []
-    for axis in REGIME_AXES:
-        if axis == "speculative":
-            values.append((reg.spec_method, reg.draft_tokens))
-        else:
-            values.append(getattr(reg, axis))
-    return tuple(values) + (record.provenance.build,)
 
 
 def group_label(record: AnchorRecord, *, with_build: bool = True) -> str:
@@ -569,7 +558,8 @@ def validate_store(store: AnchorStore, *, knobs: Knobs | None = None,
     # as in a run: a regime measured at one prompt length carries its prefill slope from them
     # (cost/prefill_prior.py). Their readings are taken once, from the whole store.
     full = AnchorStore(records_in)
-    store_slopes(full, knobs)
+    if not by_prior:   # a prior's hold-out stores read their own
+        store_slopes(full, knobs)
     results: list[GroupResult] = []
     for key, records in regime_groups(records_in, by_build=not (by_shape or by_prior)).items():
         label = group_label(records[0], with_build=not (by_shape or by_prior))

@@ -30,7 +30,6 @@ KERNEL_FIXED_S = 6e-6
 PARTS = {"h100": "h100"}
 #: Bins of the GEMM's rows (tokens) the report groups by.
 ROW_BINS = (16, 64, 128, 256, 512, 1024, 2048, 4096)
-_OPS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
 
 
 @attrs.frozen
@@ -83,12 +82,10 @@ def _gemms(model: str, row: dict[str, str]) -> list[GemmTiming]:
             for op, (k, n) in shapes.items()]
 
 
-def predicted_s(gpu, g: GemmTiming, ramp: bool = True) -> float:
-    """The analytic time of one profiled BF16 GEMM, with or without the tile ramp."""
-    flops = 2.0 * g.rows * g.k * g.n
-    weight_bytes = 2.0 * g.k * g.n
-    rows = g.rows if ramp else math.inf
-    return oracle_module.gemm_roofline(gpu, flops, weight_bytes, rows, "bf16") + KERNEL_FIXED_S
+def predicted_s(gpu, g: GemmTiming) -> float:
+    """The analytic time of one profiled BF16 GEMM at ``gpu``'s tile ramp."""
+    return oracle_module.gemm_roofline(gpu, 2.0 * g.rows * g.k * g.n, 2.0 * g.k * g.n, g.rows,
+                                       "bf16") + KERNEL_FIXED_S
 
 
 def _bin(rows: int) -> str:
@@ -115,10 +112,11 @@ def kernel_report(root: Path) -> dict:
             report[part] = {"skipped": f"{part} is not in the catalog"}
             continue
         gpu = catalog_gpu(PARTS[part])
+        priced = {True: gpu, False: attrs.evolve(gpu, gemm_ramp_rows=0.0)}
         errs = {True: {}, False: {}}
         for g in timings:
-            for ramp in (True, False):
-                e = math.log(g.measured_s / predicted_s(gpu, g, ramp))
+            for ramp, part_gpu in priced.items():
+                e = math.log(g.measured_s / predicted_s(part_gpu, g))
                 errs[ramp].setdefault(("rows", _bin(g.rows)), []).append(e)
                 errs[ramp].setdefault(("model", g.model), []).append(e)
                 errs[ramp].setdefault(("all", "all"), []).append(e)
@@ -138,23 +136,15 @@ def fitted_ramp_by_model(root: Path, part: str = "h100",
     timings = read_profiles(root)[part]
     gpu = catalog_gpu(PARTS[part])
     models = sorted({g.model for g in timings})
-    rows = np.array([g.rows for g in timings], dtype=np.float64)
-    flops = np.array([2.0 * g.rows * g.k * g.n for g in timings])
-    weight = np.array([2.0 * g.k * g.n for g in timings])
-    measured = np.array([g.measured_s for g in timings])
+    # per ramp, every GEMM's log error (as priced by the oracle's own roofline)
+    errors = {}
+    for ramp in grid:
+        ramped = attrs.evolve(gpu, gemm_ramp_rows=float(ramp))
+        errors[ramp] = np.array([math.log(g.measured_s / predicted_s(ramped, g))
+                                 for g in timings])
     who = np.array([g.model for g in timings])
-    eff = gpu.efficiency
-    compute = flops / (gpu.peak_flops("bf16") * eff.gemm)
-    memory = weight / (gpu.hbm_bw * eff.memory)
     out = {}
     for model in models:
         keep = who != model
-        best, best_cost = 0.0, math.inf
-        for ramp in grid:
-            pred = np.maximum(compute * (1.0 + ramp / np.maximum(rows, 1.0)), memory) \
-                + KERNEL_FIXED_S
-            cost = float(np.mean(np.log(measured[keep] / pred[keep]) ** 2))
-            if cost < best_cost:
-                best, best_cost = float(ramp), cost
-        out[model] = best
+        out[model] = float(min(grid, key=lambda r: float(np.mean(errors[r][keep] ** 2))))
     return out
