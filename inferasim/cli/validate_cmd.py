@@ -361,10 +361,11 @@ def kernels(folder: Path, as_json: bool) -> None:
     """The analytic GEMM price against Vidur's operator profiles. FOLDER: Vidur's profiling
     folder (../shared/data/vidur-profiling): median log error by rows and by model, with
     the tile ramp and without it, and the ramp each model's hold-out fits."""
-    from inferasim.validate.kernels import fitted_ramp_by_model, kernel_report
+    from inferasim.validate.kernels import fitted_ramp_by_model, kernel_report, read_profiles
 
-    report = kernel_report(folder)
-    held = {part: fitted_ramp_by_model(folder, part) for part, r in report.items()
+    profiles = read_profiles(folder)
+    report = kernel_report(profiles)
+    held = {part: fitted_ramp_by_model(profiles[part], part) for part, r in report.items()
             if "skipped" not in r}
     if as_json:
         click.echo(strict_json.dumps({"parts": report, "ramp_held_out_by_model": held},

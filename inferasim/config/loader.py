@@ -150,11 +150,10 @@ def pool_scenario(scenario: Scenario, role: str, origins: dict[str, str] | None 
     prefix = f"topology.{role}"
     # the scenario's EPLB slots are its expert-parallel pools': a pool that sets none of its
     # own takes them only where it runs expert parallel (ParallelSpec.relaid)
-    inherited = spec_to_dict(scenario.parallel)
-    if "redundant_experts" not in pool.parallel \
-            and pool.parallel.get("ep", scenario.parallel.ep) <= 1:
-        inherited["redundant_experts"] = 0
-    par = build_spec(ParallelSpec, {**inherited, **pool.parallel},
+    inherited = scenario.parallel
+    if "redundant_experts" not in pool.parallel:
+        inherited = inherited.relaid(ep=pool.parallel.get("ep", inherited.ep))
+    par = build_spec(ParallelSpec, {**spec_to_dict(inherited), **pool.parallel},
                      prefix=f"{prefix}.parallel", origins=origins, default_file=scenario.path)
     engine = build_spec(EngineSpec, deep_merge(spec_to_dict(scenario.engine), pool.engine),
                         prefix=f"{prefix}.engine", origins=origins, default_file=scenario.path)

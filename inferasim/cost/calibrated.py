@@ -54,7 +54,7 @@ from inferasim.cost.decode_ratios import SPEC_RATIO_BATCH_EXPONENT, DecodeRatios
 from inferasim.cost.kv_ceiling import KvCeiling, read_ceiling
 from inferasim.cost.mixed_steps import ShareFit, StepParts
 from inferasim.cost.oracle import AnalyticOracle, StepBatch, StepCost
-from inferasim.cost.prefill_reading import PrefillReading
+from inferasim.cost.prefill_reading import NOT_READ, PrefillReading
 from inferasim.cost.prior import PooledPrior
 from inferasim.cost.ttft_model import TtftRow
 
@@ -76,8 +76,7 @@ class CalibratedOracle(AnchorReading, DecodeRatios, PrefillReading):
         # "mixed steps"), None where they did not; and the slope carried instead, if any
         self.identified_slope: str | None = None
         self.carried_slope = None
-        self._carry_read = False   # whether _carry_slope has looked (it looks once)
-        self._carried_memo = None
+        self._carried_memo = NOT_READ   # _carry_slope's answer, read once
         # A speculative target's acceptance, where its scenario states none, is the anchors'
         # (anchors/acceptance.py): a verify step's tokens are read before anything is priced.
         scenario, self.acceptance = with_acceptance(scenario, store if store is not None else ())

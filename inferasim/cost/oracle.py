@@ -188,15 +188,12 @@ class AnalyticOracle:
     def _draft_seconds(self, n_decode: int) -> float:
         if not self.draft_tokens or n_decode == 0:
             return 0.0
-        gpu, eff = self.gpu, self.gpu.efficiency
-        compute = 2.0 * self.draft_params * n_decode / (gpu.peak_flops(self.draft_dtype)
-                                                         * eff.gemm) \
-            * tile_ramp(n_decode, gpu.gemm_ramp_rows)
-        memory = self.draft_params * (1.0 if self.draft_dtype == "fp8" else 2.0) \
-            / (gpu.hbm_bw * eff.memory)
+        gpu = self.gpu
+        gemm = gemm_roofline(gpu, 2.0 * self.draft_params * n_decode,
+                             self.draft_params * (1.0 if self.draft_dtype == "fp8" else 2.0),
+                             n_decode, self.draft_dtype)
         # Each draft pass is one layer's kernels plus a little host work.
-        return self.draft_tokens * (max(compute, memory) + gpu.step_overhead_s * 0.1
-                                    + gpu.layer_latency_s)
+        return self.draft_tokens * (gemm + gpu.step_overhead_s * 0.1 + gpu.layer_latency_s)
 
     def _decode_phase(self) -> str:
         return "dpa-decode" if self.dp > 1 else "decode"

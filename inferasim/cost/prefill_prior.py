@@ -25,11 +25,8 @@ import numpy as np
 from inferasim.anchors.deployment import scenario_from_regime
 from inferasim.anchors.regime import compare, regime_key
 from inferasim.config.errors import ConfigError
-from inferasim.cost.ttft_model import PREFILL_SLOPE_LIMITS, held_at_bound
+from inferasim.cost.ttft_model import MIN_PROMPT_LENGTHS, PREFILL_SLOPE_LIMITS, held_at_bound
 
-#: Prompt lengths a regime's closed-loop anchors must span for its TTFT fit to identify the
-#: slope (``ttft_model.fit_ttft``'s three rows).
-MIN_PROMPT_LENGTHS = 3
 #: Levels of the carry, nearest first. A level serves with at least MIN_LEVEL_READINGS
 #: readings: one regime's slope is that regime's (the vLLM H200 grids identify 0.73 on GLM-5
 #: and 2.49 on MiniMax-M2.5), and a median of one is no pooling.

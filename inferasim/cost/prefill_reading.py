@@ -63,6 +63,9 @@ STALL_SETTLED = 0.01
 # The prompt a measured prefill kernel's share is read at where the workload names no ISL.
 AGENTIC_PROBE_ISL = 32768
 
+# _carry_slope not yet read (its answer may be None)
+NOT_READ = object()
+
 
 class PrefillReading:
     """The prefill, TTFT and time outside the engine (the module's docstring)."""
@@ -330,9 +333,9 @@ class PrefillReading:
         once per oracle; None where carrying is off or no regime identifies one."""
         if not self.carry_prefill or self._store is None or self.result is None:
             return None
-        if self._carry_read:
+        if self._carried_memo is not NOT_READ:
             return self._carried_memo
-        self._carry_read = True
+        self._carried_memo = None
         if self._prefill_kernel_measured():
             self._notes.append(
                 "no prefill slope carried: this part prices the target's sparse-selection "

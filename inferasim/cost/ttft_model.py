@@ -86,10 +86,16 @@ _SLOPE_GRID = 64
 _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 
 
+#: Prompt lengths (one TTFT row each) a fit needs to split a slower prefill from a fixed
+#: latency.
+MIN_PROMPT_LENGTHS = 3
+
+
 def identifies_slope(rows: list[TtftRow]) -> bool:
-    """Whether the rows can split a slower prefill from a fixed latency: three prompt
-    lengths or more whose analytic prefills differ."""
-    return len(rows) >= 3 and max(r.prefill for r in rows) > min(r.prefill for r in rows)
+    """Whether the rows can split a slower prefill from a fixed latency: MIN_PROMPT_LENGTHS
+    prompt lengths or more whose analytic prefills differ."""
+    return len(rows) >= MIN_PROMPT_LENGTHS \
+        and max(r.prefill for r in rows) > min(r.prefill for r in rows)
 
 
 def fit_ttft(rows: list[TtftRow], fit_slope: bool = True) -> tuple[float, float]:

@@ -103,11 +103,11 @@ def _stats(errors: list[float]) -> dict[str, float]:
             "median_signed": float(np.median(e))}
 
 
-def kernel_report(root: Path) -> dict:
-    """Per profiled part: the log error (measured over predicted) of every GEMM, by rows and
-    by model, with the tile ramp and without it."""
+def kernel_report(profiles: dict[str, list[GemmTiming]]) -> dict:
+    """Per profiled part of ``profiles`` (``read_profiles``): the log error (measured over
+    predicted) of every GEMM, by rows and by model, with the tile ramp and without it."""
     report: dict = {}
-    for part, timings in read_profiles(root).items():
+    for part, timings in profiles.items():
         if part not in PARTS:
             report[part] = {"skipped": f"{part} is not in the catalog"}
             continue
@@ -129,11 +129,11 @@ def kernel_report(root: Path) -> dict:
     return report
 
 
-def fitted_ramp_by_model(root: Path, part: str = "h100",
+def fitted_ramp_by_model(timings: list[GemmTiming], part: str = "h100",
                          grid: tuple[float, ...] = tuple(range(0, 257, 16))) -> dict[str, float]:
-    """Held out by model: the ramp (rows) that fits every other model's GEMMs best (least
-    squares on the log), per model. The shipped GEMM_RAMP_ROWS is one such fit over all."""
-    timings = read_profiles(root)[part]
+    """Held out by model: the ramp (rows) that fits every other model's GEMMs of ``part``
+    (``timings``) best (least squares on the log), per model. The shipped GEMM_RAMP_ROWS is
+    one such fit over all."""
     gpu = catalog_gpu(PARTS[part])
     models = sorted({g.model for g in timings})
     # per ramp, every GEMM's log error (as priced by the oracle's own roofline)
