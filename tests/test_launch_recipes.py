@@ -9,6 +9,7 @@ import pytest
 
 from inferasim.anchors.importers.launch_recipes import (
     colocated_sglang_running,
+    colocated_trt_flags,
     decode_batch,
     mori_decode_running,
     sglang_decode_running,
@@ -202,3 +203,34 @@ def test_a_dynamo_sglang_row_takes_its_recipes_decode_limit():
     # no recipe matches (another client count): the speculative recipes' 512, or none
     assert dynamo_sglang_running("h200", "fp8", 8192, 1024, "mtp", 100, 2, 3, 8, 1) == 512
     assert dynamo_sglang_running("h200", "fp8", 8192, 1024, "none", 100, 2, 3, 8, 1) is None
+
+
+def test_a_single_node_trt_server_runs_its_scripts_budget_and_batch_waiting():
+    """dsr1_fp8_b200_trt.sh: ISL + clients + 64 to 64, at least 8,192; batch waiting at 1k/1k
+    from 64 clients only; the MTP scripts: (drafts + 1) x max_batch_size + ISL + 64, no floor,
+    max_batch_size a rank's share under attention DP."""
+    plain = colocated_trt_flags("b200", "fp8", 8192, 1024, 64, "none", 8, 1)
+    assert plain.max_num_tokens == 8320 and plain.max_batch_size is None
+    assert plain.batch_wait is None
+    assert colocated_trt_flags("b200", "fp8", 1024, 1024, 4, "none", 8, 1).max_num_tokens == 8192
+    assert colocated_trt_flags("b200", "fp8", 1024, 1024, 64, "none", 8, 1).batch_wait == (40, 0.8)
+    assert colocated_trt_flags("b200", "fp4", 1024, 1024, 64, "none", 8, 1).batch_wait is None
+    mtp = colocated_trt_flags("b200", "fp8", 1024, 1024, 8, "mtp", 8, 1)
+    assert (mtp.max_num_tokens, mtp.max_batch_size) == (1152, 8)   # 4 x 8 + 1024 + 64 -> 1152
+    dpa = colocated_trt_flags("b200", "fp4", 1024, 1024, 256, "mtp", 4, 4)
+    assert (dpa.max_num_tokens, dpa.max_batch_size) == (1216, 64)  # 2 x 64 + 1088 -> 1216
+    assert colocated_trt_flags("h200", "fp8", 1024, 1024, 256, "mtp", 8, 8).max_batch_size == 32
+    assert colocated_trt_flags("b300", "fp8", 1024, 1024, 64, "none", 8, 1) is None
+
+
+def test_a_trt_row_replays_with_its_stamped_budget():
+    """The shipped store carries the script's flags, and the row's replay runs with them."""
+    from inferasim.anchors.loading import default_store
+
+    rec = next(r for r in default_store().records
+               if r.id == "imax-b200-trt-fp8-mtp-tp8-ep8-1024-1024-c8-2026-01-14")
+    assert (rec.regime.max_num_tokens, rec.regime.max_num_seqs) == (1152, 8)
+    assert any("launch script" in n for n in rec.provenance.notes)
+    sc = anchor_workload(base_scenario(rec, load_templates())[1], rec)
+    assert sc.engine.max_num_batched_tokens == 1152 and not sc.engine.chunked_prefill
+    assert sc.engine.max_num_seqs == 8

@@ -58,7 +58,8 @@ class Provenance:
 class Regime:
     """The deployment measured. Regime-defining axes are listed in ``regime.REGIME_AXES``;
     ``attention_backend`` (the raw flag), ``page_size``, ``max_num_seqs``,
-    ``scheduler_recv_interval``, ``num_gpus`` and ``replicas`` are recorded for reference."""
+    ``scheduler_recv_interval``, ``max_num_tokens``, batch waiting, ``num_gpus`` and
+    ``replicas`` are recorded for reference."""
 
     model: str | None = None
     engine: str | None = None
@@ -79,6 +80,13 @@ class Regime:
     max_num_seqs: int | None = attrs.field(default=None, metadata=at_least(1))
     # SGLang ``--scheduler-recv-interval`` (decode steps between reads of new requests).
     scheduler_recv_interval: int | None = attrs.field(default=None, metadata=at_least(1))
+    # TensorRT-LLM ``max_num_tokens`` (a step's token budget; no chunked context: a prompt
+    # enters whole within it) and batch waiting (``batch_wait_timeout_iters``,
+    # ``batch_wait_max_tokens_ratio``), as the launch script set them.
+    max_num_tokens: int | None = attrs.field(default=None, metadata=at_least(1))
+    batch_wait_timeout_iters: int | None = attrs.field(default=None, metadata=at_least(0))
+    batch_wait_max_tokens_ratio: float | None = attrs.field(default=None,
+                                                           metadata=between(0.0, 1.0))
     # GPUs the whole measurement ran on (divides server-wide throughput).
     num_gpus: int | None = attrs.field(default=None, metadata=at_least(1))
     # Data-parallel replicas behind one endpoint (the client's concurrency is split over them).

@@ -146,6 +146,17 @@ class EngineSpec:
     # sees it; a speculative step's tokens arrive together even at 1 (engines.md 8).
     stream_interval: int = attrs.field(default=1, metadata=at_least(1))
     chunked_prefill_size: int = attrs.field(default=8192, metadata=between(1, MAX_STEP_TOKENS))
+    # Whether a prompt may be split over steps. TensorRT-LLM runs without chunked context by
+    # default (enable_chunked_prefill false): a prompt enters a step whole, when the step's
+    # token budget (max_num_batched_tokens = its max_num_tokens) still holds it, else it waits
+    # at the head of the queue (serve/scheduler.py).
+    chunked_prefill: bool = True
+    # TensorRT-LLM's batch waiting (batch_wait_timeout_iters, batch_wait_max_tokens_ratio;
+    # both 0 = off, its default): on a step with decodes and without attention DP, new prompts
+    # wait until the step's tokens reach the ratio of max_num_tokens or the wait has lasted
+    # the timeout's steps (serve/batch_wait.py).
+    batch_wait_timeout_iters: int = attrs.field(default=0, metadata=at_least(0))
+    batch_wait_max_tokens_ratio: float = attrs.field(default=0.0, metadata=between(0.0, 1.0))
     # The pool the engine really allocated (tokens); overrides the memory model.
     kv_pool_tokens: int | None = attrs.field(default=None, metadata=at_least(1))
     # mori-sglang shards the MLA latent across attention-TP ranks; vLLM and SGLang replicate it.

@@ -16,6 +16,7 @@ import numpy as np
 from inferasim.config.scenario import Scenario
 from inferasim.cost.oracle import StepBatch
 from inferasim.serve.acceptance import RequestAdvance
+from inferasim.serve.batch_wait import BatchWait
 from inferasim.serve.decode_set import DecodeSet
 from inferasim.serve.engine_policy import EnginePolicy
 from inferasim.serve.kv_manager import KVManager
@@ -59,6 +60,12 @@ class EngineCore:
         self._decode_budget = float("inf") if eng.scheduler == "prefill-exclusive" \
             else eng.max_num_batched_tokens
         self.chunked_prefill_size = eng.chunked_prefill_size
+        # TensorRT-LLM: prompts enter whole (no chunked context), and its batch waiting holds
+        # them on steps with decodes; neither applies under attention DP's own balancing
+        self.chunks_prompts = eng.chunked_prefill
+        wait = BatchWait(eng.batch_wait_timeout_iters, eng.batch_wait_max_tokens_ratio,
+                         eng.max_num_batched_tokens)
+        self.batch_wait = wait if wait.enabled and scenario.parallel.dp_attention == 1 else None
         # queue order, preemption, what the cache keeps, admission's reserve: the engine's own
         self.policy = policy = EnginePolicy.for_engine(eng, scenario.speculative.method != "none")
         self._caches_chunks = policy.caches_chunks

@@ -69,6 +69,8 @@ def _admit(eng: EngineInstance, step: Step, now: float, budget: TokenBudget,
     for req in eng.queue_order():
         if not budget.left or len(eng.running) >= eng.max_num_seqs:
             break
+        if not _fits_whole(eng, req, budget):
+            break  # head-of-line: the prompt waits for a step with room for all of it
         own = eng.admission_reserve(req)
         first = budget.tokens if policy.allocates_per_step else None
         if not eng.kv.try_admit(req, now, own, eng.running_reserve() + added, first,
@@ -87,6 +89,37 @@ def _admit(eng: EngineInstance, step: Step, now: float, budget: TokenBudget,
         budget.take(chunk)
         if one_chunk and chunk < req.target - req.computed:
             break  # a single request may be mid-chunk at a time
+
+
+def _fits_whole(eng: EngineInstance, req: LiveRequest, budget: TokenBudget) -> bool:
+    """Whether ``req``'s prompt may start under ``budget``: always where prompts are chunked;
+    without chunking (TensorRT-LLM's default) only whole. A prompt longer than the whole step
+    budget, which TensorRT-LLM would refuse, is let in and chunked rather than left waiting
+    for ever (docs/engines.md)."""
+    if eng.chunks_prompts:
+        return True
+    rest = req.target - req.computed
+    return rest <= budget.tokens or rest > eng.max_batched_tokens
+
+
+def _prompts_offered(eng: EngineInstance, budget: float) -> float:
+    """The prompt tokens a step would take under ``budget``: the unfinished prompts' next
+    chunks, then the queue's prompts in order while they fit (memory not consulted), the
+    tokens TensorRT-LLM's batch waiting weighs."""
+    total = 0.0
+    for req in eng.prefilling:
+        take = min(req.target - req.computed, budget - total)
+        if take <= 0:
+            return total
+        total += take
+    free = eng.max_num_seqs - len(eng.running)
+    for req in eng.queue_order():
+        rest = req.target - req.computed
+        if free <= 0 or total >= budget or (not eng.chunks_prompts and rest > budget - total):
+            break
+        total += min(rest, budget - total)
+        free -= 1
+    return total
 
 
 def _grow_or_preempt(eng: EngineInstance, step: Step, req: LiveRequest, tokens: float,
@@ -222,6 +255,11 @@ def schedule_unified(eng: EngineInstance, now: float) -> Step:
         # attention-DP balancing holds every prompt this step; it holds them only while every
         # rank decodes (adp_balance), so the step is not empty
         return step
+    wait = eng.batch_wait
+    if wait is not None and step.decodes and (eng.waiting or eng.prefilling):
+        offered = _prompts_offered(eng, budget.tokens)
+        if offered and not wait.releases(offered, len(step.decodes) * eng.width):
+            return step   # batch waiting: decodes only, the prompts gather
     per_step = eng.policy.allocates_per_step
     preempted_ids: set[int] = set()
     for req in list(eng.prefilling):

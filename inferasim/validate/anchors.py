@@ -345,6 +345,14 @@ def anchor_workload(base: Scenario, record: AnchorRecord, *,
     engine = attrs.evolve(base.engine, version="")
     if reg.max_num_seqs and not reg.disaggregated:
         engine = attrs.evolve(engine, max_num_seqs=int(reg.max_num_seqs))
+    if reg.max_num_tokens and not reg.disaggregated:
+        # TensorRT-LLM's step budget, its prompts entering whole within it
+        engine = attrs.evolve(engine, max_num_batched_tokens=int(reg.max_num_tokens),
+                              chunked_prefill_size=int(reg.max_num_tokens))
+    if reg.batch_wait_timeout_iters is not None and not reg.disaggregated:
+        engine = attrs.evolve(engine, batch_wait_timeout_iters=int(reg.batch_wait_timeout_iters),
+                              batch_wait_max_tokens_ratio=float(
+                                  reg.batch_wait_max_tokens_ratio or 0.0))
     if engine.name.endswith("sglang") and (reg.dp_attention or 1) == 1:
         engine = attrs.evolve(engine,
                               scheduler_recv_interval=int(reg.scheduler_recv_interval or 1))

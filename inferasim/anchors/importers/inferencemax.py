@@ -153,6 +153,16 @@ def row_to_record(row: Mapping[str, Any], *, file: str) -> AnchorRecord:
     if limit:
         pools["max_num_seqs"], note = limit
         notes.append(note)
+    trt = launch_recipes.colocated_trt_flags(gpu, precision, isl, osl, conc, spec, tp, dpa) \
+        if engine == "trt" and pools["topology"] == "colocated" else None
+    if trt is not None:
+        pools["max_num_tokens"] = trt.max_num_tokens
+        if trt.max_batch_size:
+            pools["max_num_seqs"] = trt.max_batch_size
+        if trt.batch_wait:
+            pools["batch_wait_timeout_iters"], pools["batch_wait_max_tokens_ratio"] = \
+                trt.batch_wait
+        notes.append(trt.note())
     regime = Regime(
         model=model_raw, engine=engine, gpu=gpu,
         weight_dtype=nz.weight_dtype_for_precision(precision, nz.gpu_vendor(gpu)),

@@ -67,6 +67,8 @@ pass one only with a draft model, and without one SGLang would run 48.
 
 from __future__ import annotations
 
+import attrs
+
 from inferasim.config.engine_defaults import sglang_running_per_rank
 
 #: gpu, precision, ISL, OSL, speculative method, prefill workers, decode workers, decode TP,
@@ -600,3 +602,66 @@ def running_limit(engine: str | None, disaggregated: bool, *, gpu: str | None,
     else:
         return None
     return (running, note.format(running)) if running else None
+
+
+# The single-node TensorRT-LLM servers' step budget, running limit and batch waiting, from
+# InferenceX's ``benchmarks/single_node/fixed_seq_len/dsr1_{fp8,fp4}_b200_trt{,_mtp}.sh`` and
+# ``dsr1_fp8_h200_trt{,_mtp}.sh`` @ 8eec0d4 (read with the search tool). Without a draft model
+# every script passes ``--max_num_tokens`` = ISL + clients + 64 rounded up to 64, at least
+# 8,192, and no ``--max_batch_size``; the B200 FP8 one also sets batch waiting (40 steps, 0.8
+# of the budget) at 1k/1k from 64 clients. With MTP (3 draft layers, 1 under attention DP)
+# they pass ``--max_batch_size`` = the clients, or under attention DP a rank's share (B200
+# FP8: clients / 8 from 8 clients, FP4: / 4 from 4, H200: / TP, at least 1), and
+# ``--max_num_tokens`` = (drafts + 1) x that + ISL + 64, rounded up to 64, with no floor:
+# about one prompt a step.
+TRT_SCRIPT_SOURCE = ("InferenceX benchmarks/single_node/fixed_seq_len/dsr1_*_trt*.sh @ "
+                     "8eec0d4")
+TRT_SCRIPT_GPUS = ("b200", "h200")
+TRT_TOKENS_FLOOR = 8192
+TRT_BATCH_WAIT = (40, 0.8)        # dsr1_fp8_b200_trt.sh, 1k/1k from 64 clients
+TRT_BATCH_WAIT_FROM = 64
+# under attention DP, a rank's share: (divisor, below this many clients the whole count)
+TRT_MTP_RANK_SHARE = {("b200", "fp8"): (8, 8), ("b200", "fp4"): (4, 4)}
+
+
+@attrs.frozen
+class TrtFlags:
+    """What an InferenceX TensorRT-LLM launch script passed a single-node server."""
+
+    max_num_tokens: int
+    max_batch_size: int | None = None          # per attention-DP rank
+    batch_wait: tuple[int, float] | None = None  # (timeout steps, ratio of max_num_tokens)
+
+    def note(self) -> str:
+        parts = [f"max_num_tokens {self.max_num_tokens}"]
+        if self.max_batch_size:
+            parts.append(f"max_batch_size {self.max_batch_size}")
+        if self.batch_wait:
+            parts.append("batch waiting {} steps / {} of the budget".format(*self.batch_wait))
+        return ", ".join(parts) + f", from the launch script ({TRT_SCRIPT_SOURCE})"
+
+
+def _to_64(tokens: int) -> int:
+    return (tokens + 63) // 64 * 64
+
+
+def colocated_trt_flags(gpu: str | None, precision: str | None, isl: int, osl: int,
+                        conc: int | None, spec: str | None, tp: int | None,
+                        dpa: int | None) -> TrtFlags | None:
+    """The flags the InferenceX script gave a single-node TensorRT-LLM row's server; None
+    where no script read here launched it."""
+    precision = (precision or "").lower()
+    if gpu not in TRT_SCRIPT_GPUS or not conc or precision not in ("fp8", "fp4") \
+            or (gpu == "h200" and precision != "fp8"):
+        return None
+    if spec in (None, "none"):
+        wait = TRT_BATCH_WAIT if (gpu, precision, isl, osl) == ("b200", "fp8", 1024, 1024) \
+            and conc >= TRT_BATCH_WAIT_FROM else None
+        return TrtFlags(max(TRT_TOKENS_FLOOR, _to_64(conc + isl + 64)), None, wait)
+    ranks = (dpa or 1) > 1
+    drafts = 1 if ranks else 3
+    batch = conc
+    if ranks:
+        divisor, below = TRT_MTP_RANK_SHARE.get((gpu, precision), (tp or 1, 0))
+        batch = conc if conc < below else max(1, conc // divisor)
+    return TrtFlags(_to_64((drafts + 1) * batch + isl + 64), batch)
