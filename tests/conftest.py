@@ -27,3 +27,13 @@ def write_yaml(tmp_path):
         return path
 
     return write
+
+
+def assert_same_requests(exact, macro, count: int) -> None:
+    """Two replay frames of ``count`` requests, one step by step and one in macro-steps, give
+    every request the same first token and finish."""
+    import numpy as np
+
+    assert len(exact) == len(macro) == count
+    for col in ("first_token_s", "finish_s"):
+        np.testing.assert_allclose(macro[col], exact[col], rtol=1e-9)

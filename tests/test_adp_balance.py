@@ -14,6 +14,7 @@ from inferasim.config.loader import load_scenario
 from inferasim.report.run_report import replay_summary
 from inferasim.serve.adp_balance import AdpBalance
 from inferasim.serve.simulation import simulate
+from tests.conftest import assert_same_requests
 
 
 def test_prompts_wait_for_every_rank_or_the_timeout():
@@ -77,10 +78,7 @@ def balanced():
 
 
 def test_balanced_macro_steps_equal_the_step_exact_mode(balanced):
-    exact, macro = balanced
-    assert len(exact) == len(macro) == 192
-    for col in ("first_token_s", "finish_s"):
-        np.testing.assert_allclose(macro[col], exact[col], rtol=1e-9)
+    assert_same_requests(*balanced, 192)
 
 
 def test_balancing_holds_prompts_the_ranks_would_start(balanced):

@@ -4,7 +4,6 @@ mode agreeing with macro-steps."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from inferasim.config.catalog import REPO_ROOT
@@ -12,6 +11,7 @@ from inferasim.config.loader import load_scenario
 from inferasim.report.run_report import replay_summary
 from inferasim.serve.batch_wait import BatchWait
 from inferasim.serve.simulation import simulate
+from tests.conftest import assert_same_requests
 
 
 def test_prompts_wait_for_the_token_ratio_or_the_timeout():
@@ -47,10 +47,7 @@ def waited():
 
 
 def test_waiting_macro_steps_equal_the_step_exact_mode(waited):
-    exact, macro = waited
-    assert len(exact) == len(macro) == 256
-    for col in ("first_token_s", "finish_s"):
-        np.testing.assert_allclose(macro[col], exact[col], rtol=1e-9)
+    assert_same_requests(*waited, 256)
 
 
 def test_batch_waiting_gathers_prompts_and_spares_the_decodes(waited):
