@@ -30,11 +30,12 @@ def check_layout(scenario: Scenario, origins: dict[str, str], path: str, *,
         raise _fail(f"the {kvh} KV heads of {model.name} cannot be replicated evenly over "
                     f"attention TP {attn_tp}", "parallel.tp", origins, path)
     if par.ep > 1:
+        from inferasim.arch.memory import expert_slots
+
         if not model.ffn.is_moe:
             raise _fail(f"{model.name} has no experts; expert parallelism needs ep=1",
                         "parallel.ep", origins, path)
-        slots = model.ffn.n_routed_experts + par.redundant_experts
-        if par.tp % par.ep or slots % par.ep:
+        if par.tp % par.ep or expert_slots(scenario) % par.ep:
             spare = f" and {par.redundant_experts} redundant" if par.redundant_experts else ""
             raise _fail(f"ep={par.ep} must divide tp={par.tp} and the "
                         f"{model.ffn.n_routed_experts} experts{spare} (set "

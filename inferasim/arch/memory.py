@@ -75,10 +75,15 @@ class MemoryPlan:
     memory: MemoryBreakdown | None = None
 
 
+def expert_slots(scenario: Scenario) -> int:
+    """The routed experts' slots over the EP ranks: the experts and EPLB's redundant copies."""
+    return scenario.model.ffn.n_routed_experts + scenario.parallel.redundant_experts
+
+
 def expert_slot_scale(scenario: Scenario) -> float:
     """The routed experts' slots over the experts: 1 without EPLB's redundant copies."""
     n = scenario.model.ffn.n_routed_experts
-    return (n + scenario.parallel.redundant_experts) / n if n else 1.0
+    return expert_slots(scenario) / n if n else 1.0
 
 
 def weight_bytes_per_gpu(scenario: Scenario) -> float:

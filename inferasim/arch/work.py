@@ -9,7 +9,7 @@ from __future__ import annotations
 import attrs
 
 from inferasim.arch.dtypes import bytes_per_element
-from inferasim.arch.memory import expert_slot_scale, linear_dtypes
+from inferasim.arch.memory import expert_slot_scale, expert_slots, linear_dtypes
 from inferasim.arch.params import (
     attention_params_per_layer,
     attention_projection_params,
@@ -75,11 +75,10 @@ def step_work(scenario: Scenario) -> StepWork:
     if counts.routed_experts:
         # EPLB's redundant slots hold copies of busy experts: a step streams each slot it
         # routes to, so the slots are the experts the weights are read over
-        slots = model.ffn.n_routed_experts + par.redundant_experts
         groups.append(GemmGroup("gemm_moe", 2.0 * counts.routed_active / par.tp,
                                 counts.routed_experts * expert_slot_scale(scenario)
                                 * b(dt["routed_experts"]) / par.tp,
-                                dt["routed_experts"], experts=slots,
+                                dt["routed_experts"], experts=expert_slots(scenario),
                                 experts_per_token=model.ffn.experts_per_token))
     lm_params = counts.lm_head or counts.embedding
     hidden_bytes = model.hidden_size * 2.0  # activations cross ranks in bf16
