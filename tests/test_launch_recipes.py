@@ -26,6 +26,7 @@ from inferasim.validate.anchors import (
     load_templates,
     predict_closed_form_disaggregated,
 )
+from tests.conftest import shared_data
 
 
 def test_a_row_takes_the_batch_of_the_recipe_with_its_pools_and_clients():
@@ -234,3 +235,42 @@ def test_a_trt_row_replays_with_its_stamped_budget():
     sc = anchor_workload(base_scenario(rec, load_templates())[1], rec)
     assert sc.engine.max_num_batched_tokens == 1152 and not sc.engine.chunked_prefill
     assert sc.engine.max_num_seqs == 8
+
+
+def test_a_single_node_mi355x_fp4_sglang_server_runs_its_scripts_8k1k_budget():
+    """dsr1_fp4_mi355x{,_mtp}.sh: chunk and max prefill 196,608 (the template's), 32,768 at
+    8k/1k past 32 clients; no other script read changes its budget with the row."""
+    from inferasim.anchors.importers.launch_recipes import colocated_sglang_budget
+
+    assert colocated_sglang_budget("mi355x", "fp4", 8192, 1024, 64) == 32768
+    assert colocated_sglang_budget("mi355x", "fp4", 8192, 1024, 32) is None
+    assert colocated_sglang_budget("mi355x", "fp4", 1024, 1024, 64) is None
+    assert colocated_sglang_budget("mi355x", "fp8", 8192, 1024, 64) is None
+
+
+def test_an_8k1k_mi355x_fp4_sglang_row_replays_with_the_scripts_budget(tmp_path):
+    """A row of a shape this project holds none of (8k/1k) is imported with its script's
+    budget, and its replay prefills in steps of it, not the template's 196,608."""
+    import csv
+
+    from inferasim.anchors.importers.inferencemax import import_inferencemax
+
+    path = shared_data("inferencemax", "benchmarks_flat.csv")
+    with path.open() as fh:
+        reader = csv.DictReader(fh)
+        row = next(r for r in reader if r["hardware"] == "mi355x" and r["framework"] == "sglang"
+                   and r["precision"] == "fp4" and r["spec_method"] == "none")
+    out = tmp_path / "rows.csv"
+    with out.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(row))
+        writer.writeheader()
+        for conc in ("64", "32"):
+            writer.writerow({**row, "isl": "8192", "osl": "1024", "conc": conc})
+    high, low = import_inferencemax(out)
+    assert high.regime.max_num_tokens == 32768 and low.regime.max_num_tokens is None
+    assert any("max-prefill-tokens 32768" in n for n in high.provenance.notes)
+    templates = load_templates()
+    sc = anchor_workload(base_scenario(high, templates)[1], high)
+    assert sc.engine.chunked_prefill_size == 32768 == sc.engine.max_num_batched_tokens
+    assert anchor_workload(base_scenario(low, templates)[1], low
+                           ).engine.chunked_prefill_size == 196608

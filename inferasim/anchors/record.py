@@ -80,9 +80,10 @@ class Regime:
     max_num_seqs: int | None = attrs.field(default=None, metadata=at_least(1))
     # SGLang ``--scheduler-recv-interval`` (decode steps between reads of new requests).
     scheduler_recv_interval: int | None = attrs.field(default=None, metadata=at_least(1))
-    # TensorRT-LLM ``max_num_tokens`` (a step's token budget; no chunked context: a prompt
-    # enters whole within it) and batch waiting (``batch_wait_timeout_iters``,
-    # ``batch_wait_max_tokens_ratio``), as the launch script set them.
+    # A step's token budget as the launch script set it: TensorRT-LLM ``max_num_tokens`` (no
+    # chunked context: a prompt enters whole within it), SGLang ``--chunked-prefill-size`` =
+    # ``--max-prefill-tokens``; and TensorRT-LLM's batch waiting (``batch_wait_timeout_iters``,
+    # ``batch_wait_max_tokens_ratio``).
     max_num_tokens: int | None = attrs.field(default=None, metadata=at_least(1))
     batch_wait_timeout_iters: int | None = attrs.field(default=None, metadata=at_least(0))
     batch_wait_max_tokens_ratio: float | None = attrs.field(default=None,

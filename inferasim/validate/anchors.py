@@ -346,7 +346,7 @@ def anchor_workload(base: Scenario, record: AnchorRecord, *,
     if reg.max_num_seqs and not reg.disaggregated:
         engine = attrs.evolve(engine, max_num_seqs=int(reg.max_num_seqs))
     if reg.max_num_tokens and not reg.disaggregated:
-        # TensorRT-LLM's step budget, its prompts entering whole within it
+        # the launch script's step budget (TensorRT-LLM's prompts enter whole within it)
         engine = attrs.evolve(engine, max_num_batched_tokens=int(reg.max_num_tokens),
                               chunked_prefill_size=int(reg.max_num_tokens))
     if reg.batch_wait_timeout_iters is not None and not reg.disaggregated:

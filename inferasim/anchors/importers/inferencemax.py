@@ -163,6 +163,12 @@ def row_to_record(row: Mapping[str, Any], *, file: str) -> AnchorRecord:
             pools["batch_wait_timeout_iters"], pools["batch_wait_max_tokens_ratio"] = \
                 trt.batch_wait
         notes.append(trt.note())
+    budget = launch_recipes.colocated_sglang_budget(gpu, precision, isl, osl, conc) \
+        if engine == "sglang" and pools["topology"] == "colocated" else None
+    if budget is not None:
+        pools["max_num_tokens"] = budget
+        notes.append(f"chunked-prefill-size and max-prefill-tokens {budget}, from the launch "
+                     f"script ({launch_recipes.SGLANG_BUDGET_SOURCE})")
     regime = Regime(
         model=model_raw, engine=engine, gpu=gpu,
         weight_dtype=nz.weight_dtype_for_precision(precision, nz.gpu_vendor(gpu)),

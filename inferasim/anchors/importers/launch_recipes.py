@@ -573,6 +573,28 @@ def colocated_sglang_running(gpu: str | None, precision: str | None, isl: int, o
     return limit
 
 
+#: The single-node SGLang scripts' step budget (``--chunked-prefill-size``, with
+#: ``--max-prefill-tokens`` the same) where it depends on the row: (GPU, precision) ->
+#: (ISL, OSL, more clients than this, the budget). Both MI355X FP4 scripts
+#: (``dsr1_fp4_mi355x.sh`` @ 8eec0d4, ``dsr1_fp4_mi355x_mtp.sh`` @ f89cdfe) pass 196,608 but
+#: 32,768 at 8k/1k past 32 clients; the other scripts read pass one budget at every shape,
+#: which their scenario templates carry (``scenarios/inferencemax/``).
+SGLANG_SHAPE_BUDGET = {("mi355x", "fp4"): (8192, 1024, 32, 32768)}
+SGLANG_BUDGET_SOURCE = ("SemiAnalysisAI/InferenceX benchmarks/single_node/fixed_seq_len/"
+                        "dsr1_fp4_mi355x{,_mtp}.sh")
+
+
+def colocated_sglang_budget(gpu: str | None, precision: str | None, isl: int, osl: int,
+                            conc: int | None) -> int | None:
+    """The step budget an InferenceX single-node SGLang script set for this row where it
+    differs from the script's budget at other shapes, else None (the template's stands)."""
+    rule = SGLANG_SHAPE_BUDGET.get((gpu or "", (precision or "").lower()))
+    if rule is None or not conc:
+        return None
+    at_isl, at_osl, past, budget = rule
+    return budget if (int(isl), int(osl)) == (at_isl, at_osl) and conc > past else None
+
+
 def running_limit(engine: str | None, disaggregated: bool, *, gpu: str | None,
                   precision: str | None, isl: int, osl: int, spec: str | None,
                   conc: int | None, tp: int | None, ep: int | None, dpa: int | None,
