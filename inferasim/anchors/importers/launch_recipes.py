@@ -62,7 +62,8 @@ The single-node SGLang servers read their limit from InferenceX's
 ``benchmarks/single_node/fixed_seq_len/dsr1_*.sh`` (``colocated_sglang_running``): the
 NVIDIA scripts pass one with or without a draft model (B200 FP8 128 at TP8 and 32 at the TP4
 it runs only at 8k/1k, FP4 256, H200 512 at 1k/1k and 256 at other shapes); the AMD scripts
-pass one only with a draft model, and without one SGLang would run 48.
+pass one only with a draft model, and without one SGLang would run 48. The MI355X FP4 scripts
+also shrink their step budget at 8k/1k past 32 clients (``colocated_sglang_budget``).
 """
 
 from __future__ import annotations
