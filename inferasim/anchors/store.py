@@ -251,12 +251,10 @@ class AnchorStore:
     """Anchors loaded from files; ids are unique across the store."""
 
     def __init__(self, records: Iterable[AnchorRecord] = (), *,
-                 origins: dict[str, str] | None = None, memo: dict | None = None):
-        """``memo``: another store's (``memo``), shared where what it holds is read per
-        anchor id, so that it stays true of any subset (a validation's hold-out stores)."""
+                 origins: dict[str, str] | None = None):
         self._records: dict[str, AnchorRecord] = {}
         self._origins: dict[str, str] = {}
-        self._memo: dict[str, object] = memo if memo is not None else {}
+        self._memo: dict[str, object] = {}
         origins = origins or {}
         for record in records:
             record = settle(record)
@@ -301,9 +299,16 @@ class AnchorStore:
             self._memo[name] = compute()
         return self._memo[name]
 
-    def memo_table(self) -> dict:
-        """The memo itself, to share with a store built from a subset of these records."""
-        return self._memo
+    def subset(self, ids: Iterable[str]) -> AnchorStore:
+        """The store of these anchors, in this order, as this store settled them, sharing its
+        memo: what the memo holds is read per anchor id, so it stays true of any subset (a
+        validation's hold-out stores), and nothing is settled twice."""
+        out = AnchorStore()
+        out._memo = self._memo
+        for anchor_id in ids:
+            out._records[anchor_id] = self._records[anchor_id]
+            out._origins[anchor_id] = self._origins[anchor_id]
+        return out
 
     def __len__(self) -> int:
         return len(self._records)

@@ -608,7 +608,7 @@ def validate_store(store: AnchorStore, *, knobs: Knobs | None = None,
         preds: list[Prediction] = []
         notes: set[str] = set()
         own = regime_key(records[0])[:-1]
-        beside = [r for r in records_in if regime_key(r)[:-1] != own]
+        beside_ids = [r.id for r in records_in if regime_key(r)[:-1] != own]
         for held in usable:
             if by_model:
                 model = held.regime.model
@@ -636,8 +636,8 @@ def validate_store(store: AnchorStore, *, knobs: Knobs | None = None,
                 target = attrs.evolve(target, engine=attrs.evolve(target.engine, version=build))
             if not by_prior:  # another regime's acceptance is not this one's
                 target = _with_measured_acceptance(target, others)
-            priced_from = others if by_prior else AnchorStore(list(others) + beside,
-                                                               memo=full.memo_table())
+            priced_from = others if by_prior else full.subset(
+                [r.id for r in others] + beside_ids)
             started = time.perf_counter()
             limit = max_replay_concurrency if held.regime.disaggregated \
                 else max_colocated_replay_concurrency
