@@ -109,6 +109,23 @@ def test_sglang_static_takes_its_fraction_of_the_free_memory():
         (sc.gpu.hbm_bytes - DEVICE_CONTEXT_BYTES) * 0.85)     # no peers, no NCCL
 
 
+def test_sglang_counts_a_dsa_pool_by_the_raw_latent_and_vllm_by_its_layout():
+    dsa = ("model.name=glm-5", "model.weight_dtype=fp8", "gpu.name=h200", "parallel.tp=8",
+           "engine.kv_dtype=fp8")
+    _, sgl = plan(*dsa, "engine.name=sglang")
+    _, vll = plan(*dsa, "engine.name=vllm")
+    layers = 78
+    # SGLang: (512 + 64) fp8 bytes + a 132-byte index key, per layer; vLLM: the 656-byte
+    # FlashMLA entry it lays its pages out in, + the same index key
+    assert sgl.kv_bytes_per_token == pytest.approx(layers * (576 + 132))
+    assert vll.kv_bytes_per_token == pytest.approx(layers * (656 + 132))
+    assert sgl.kv_pool_tokens == int(sgl.kv_budget_bytes // (layers * 708))
+    # a dense-MLA model has no second layout: SGLang counts what it always did
+    _, r1 = plan("model.name=deepseek-r1", "gpu.name=h200", "parallel.tp=8",
+                 "engine.name=sglang", "engine.kv_dtype=fp8")
+    assert r1.kv_bytes_per_token == pytest.approx(61 * 576)
+
+
 def test_atom_profile_adds_a_safety_margin_and_keeps_graphs_on_rocm():
     sc, p = plan("engine.name=atom", "gpu.name=mi355x", "model.name=deepseek-r1",
                  "parallel.tp=8")

@@ -116,9 +116,27 @@ def window_pool_tokens(fixed_bytes: float, bytes_per_token: float, page_size: in
     return -(-tokens // page_size) * page_size
 
 
+def counted_model(scenario: Scenario) -> ModelSpec:
+    """The model as the engine's memory rule counts its pool's tokens.
+
+    SGLang sizes an MLA pool (DSA included) by the raw latent, (kv_lora_rank + rope) x the
+    cache dtype's bytes plus the index keys, whatever layout the buffer then takes
+    (``DefaultPoolConfigurator._compute_cell_size``, formerly ``profile_max_num_token``): the
+    FlashMLA fp8 entry of 656 bytes is allocated at 576 bytes' count on CUDA, and on ROCm with
+    the TileLang DSA backends the buffer is the raw 576 bytes itself
+    (``calculate_mla_kv_cache_dim``). vLLM counts its pages as laid out. DeepSeek-V4's pools
+    have their own configurator in SGLang and keep their entry."""
+    model = scenario.model
+    att = model.attention
+    if (scenario.engine.memory_rule == "sglang-static" and att.kind in ("mla", "mla_dsa")
+            and att.kv_entry_bytes):
+        return attrs.evolve(model, attention=attrs.evolve(att, kv_entry_bytes={}))
+    return model
+
+
 def memory_plan(scenario: Scenario) -> MemoryPlan:
-    model, par, eng = scenario.model, scenario.parallel, scenario.engine
-    kind = attention_for(model)
+    par, eng = scenario.parallel, scenario.engine
+    kind = attention_for(counted_model(scenario))
     kv_dtype = scenario.kv_dtype
     per_token = kind.kv_bytes_per_token(kv_dtype, attn_tp=par.attn_tp, dcp=par.dcp,
                                         latent_sharded=eng.mla_latent_sharded)
