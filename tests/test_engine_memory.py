@@ -12,6 +12,7 @@ from inferasim.arch.engine_memory import (
     COMM_BUFFER_BYTES,
     DEVICE_CONTEXT_BYTES,
     GIB,
+    SGLANG_SWA_FULL_TOKENS_RATIO,
     VLLM_DSA_PREFILL_BUFFER_ENTRIES,
     capture_sizes,
     cuda_graph_bytes,
@@ -124,6 +125,18 @@ def test_sglang_counts_a_dsa_pool_by_the_raw_latent_and_vllm_by_its_layout():
     _, r1 = plan("model.name=deepseek-r1", "gpu.name=h200", "parallel.tp=8",
                  "engine.name=sglang", "engine.kv_dtype=fp8")
     assert r1.kv_bytes_per_token == pytest.approx(61 * 576)
+
+
+def test_sglang_keeps_sliding_windows_in_a_pool_the_full_pool_pays_for():
+    oss = ("model.name=gpt-oss-120b", "gpu.name=h200", "parallel.tp=8", "engine.kv_dtype=bf16")
+    _, sgl = plan(*oss, "engine.name=sglang")
+    _, vll = plan(*oss, "engine.name=vllm")
+    full = 18 * 256.0                 # 18 full layers, one 64-wide K and V head a GPU, bf16
+    assert sgl.kv_bytes_per_token == vll.kv_bytes_per_token == pytest.approx(full)
+    assert sgl.kv_pool_bytes_per_token == pytest.approx(full * (1 + SGLANG_SWA_FULL_TOKENS_RATIO))
+    assert sgl.kv_pool_tokens == int(sgl.kv_budget_bytes // sgl.kv_pool_bytes_per_token)
+    # SGLang's windows sit in their own pool; vLLM charges each running request its window
+    assert sgl.kv_window_pool_tokens == 0 and vll.kv_window_pool_tokens == 128
 
 
 def test_atom_profile_adds_a_safety_margin_and_keeps_graphs_on_rocm():

@@ -11,6 +11,7 @@ that says why (docs/architecture.md, "KV memory").
 
 from __future__ import annotations
 
+import json
 import re
 
 import attrs
@@ -31,6 +32,7 @@ class LogCase:
     gpu: str                       # the log does not always print it: the evidence is named
     weight_dtype: str | None = None
     xfail: str = ""
+    expert_weight_dtype: str | None = None   # where the engine loaded the experts otherwise
 
 
 CASES = {
@@ -148,6 +150,58 @@ def simulate(rel: str):
         keys.append(f"model.weight_dtype={case.weight_dtype}")
     scenario = load_scenario(None, keys, check_fit=False)
     return scenario, memory_plan(scenario), logged_kv_tokens(text), logged_weights
+
+
+#: SGLang's own report of its pool: the server_info (max_total_num_tokens, memory_usage in
+#: GiB) that sglang.bench_serving --output-details writes into its JSONL.
+BENCH = ("engine-outputs", "sglang-bench-serving")
+SERVER_INFO_CASES = {
+    # logged weights 27.37 GiB a GPU at TP8: the MXFP4 experts loaded as bf16 on Hopper
+    "benchmaq_sglang-0.5.8.post1_bench_serving_gptoss120b_h200_tp8_in8192_out128_c100.jsonl":
+        LogCase("gpt-oss-120b", "h200", expert_weight_dtype="bf16"),
+    "benchmaq_sglang-0.5.8.post1_bench_serving_gptoss120b_a100_tp4dp2_in2048_out128_c100.jsonl":
+        LogCase("gpt-oss-120b", "a100", xfail="no A100 in the GPU catalog"),
+    "benchmaq_sglang-0.5.9_bench_serving_qwen3-8b_h100_tp8_in1024_out128_c100.jsonl":
+        LogCase("qwen3-8b", "h100", xfail="Qwen3-8B is not in the model catalog"),
+}
+
+
+def server_info(rel: str) -> dict:
+    first = shared_data(*BENCH, rel).read_text().splitlines()[0]
+    return json.loads(first)["server_info"]
+
+
+def simulate_server_info(rel: str):
+    info, case = server_info(rel), SERVER_INFO_CASES[rel]
+    keys = ["engine.name=sglang", f"engine.version={info['version']}",
+            f"parallel.tp={info['tp_size']}", f"engine.mem_fraction={info['mem_fraction_static']}",
+            f"engine.kv_dtype={'bf16' if info['kv_cache_dtype'] == 'auto' else 'fp8'}",
+            f"engine.chunked_prefill_size={info['chunked_prefill_size']}",
+            f"model.name={case.model}", f"gpu.name={case.gpu}"]
+    scenario = load_scenario(None, keys, check_fit=False)
+    if case.expert_weight_dtype:
+        model = attrs.evolve(scenario.model, expert_weight_dtype=case.expert_weight_dtype)
+        scenario = attrs.evolve(scenario, model=model)
+    usage = info["internal_states"][0]["memory_usage"]
+    return memory_plan(scenario), info["max_total_num_tokens"], usage["weight"]
+
+
+@pytest.mark.parametrize("rel", [
+    pytest.param(rel, marks=pytest.mark.xfail(strict=True, reason=case.xfail))
+    if case.xfail else rel for rel, case in sorted(SERVER_INFO_CASES.items())])
+def test_pool_and_weights_match_sglangs_own_report(rel):
+    plan, reported, reported_weights = simulate_server_info(rel)
+    err = plan.kv_pool_tokens / reported - 1
+    weights = plan.weight_bytes_per_gpu / GIB / reported_weights - 1
+    assert abs(err) <= TOLERANCE and abs(weights) <= 0.02, (
+        f"{rel}: simulated {plan.kv_pool_tokens:,d} tokens, reported {reported:,d} "
+        f"({err:+.1%}); weights {weights:+.1%} from the reported {reported_weights} GiB")
+
+
+def test_every_sglang_report_of_its_pool_is_checked():
+    reports = {p.name for p in shared_data(*BENCH).glob("*.jsonl")
+               if '"max_total_num_tokens"' in p.read_text()}
+    assert reports == set(SERVER_INFO_CASES)
 
 
 def test_every_log_that_prints_a_kv_size_is_checked():

@@ -120,9 +120,13 @@ class GqaAttention(AttentionKind):
     def kv_bytes_per_token(self, kv_dtype, *, attn_tp, dcp, latent_sharded):
         return self.kv_layers() * self._per_layer_per_rank(kv_dtype, attn_tp) / dcp
 
+    def window_bytes_per_token(self, kv_dtype: str, *, attn_tp: int) -> float:
+        """Bytes one token adds per GPU across the sliding-window layers (while in window)."""
+        return self.att.sliding_layers * self._per_layer_per_rank(kv_dtype, attn_tp)
+
     def kv_fixed_bytes_per_seq(self, kv_dtype, *, attn_tp):
-        windows = self.att.sliding_layers * self.att.sliding_window \
-            * self._per_layer_per_rank(kv_dtype, attn_tp)
+        windows = self.att.sliding_window * self.window_bytes_per_token(kv_dtype,
+                                                                        attn_tp=attn_tp)
         if self.att.linear is None:
             return windows
         # the states keep their own dtype: an fp8 KV cache does not quantize them

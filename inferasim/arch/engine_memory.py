@@ -47,6 +47,11 @@ DEVICE_CONTEXT_BYTES = 0.73 * GIB
 # 0.84 MiB) and "4.53 GiB" (vLLM 0.20.0, DeepSeek-V4-Pro, 50 graphs, 61 layers: 1.52 MiB).
 # Log-derived; neither log subtracts it, so no KV figure checks it.
 GRAPH_BYTES_PER_GRAPH_LAYER = 1.18 * MIB
+# SGLang keeps a hybrid sliding-window model's windowed layers in a pool of their own, of
+# swa_full_tokens_ratio x the full pool's tokens, and sizes the full pool so both fit
+# (``HybridSWAPoolConfigurator``; ``server_args.swa_full_tokens_ratio`` defaults to 0.8).
+# Checked on SGLang 0.5.8.post1's own report (tests/test_engine_memory_logs.py).
+SGLANG_SWA_FULL_TOKENS_RATIO = 0.8
 MAX_CAPTURE_SIZE = 512        # vLLM's default max_cudagraph_capture_size cap
 ATOM_SAFETY_FRACTION = 0.02   # of total memory (engines.md 1.3)
 # vLLM subtracts its CUDA-graph estimate from this release on (VLLM_MEMORY_PROFILER_

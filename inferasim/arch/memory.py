@@ -15,7 +15,11 @@ import attrs
 
 from inferasim.arch.attention import attention_for
 from inferasim.arch.dtypes import FOUR_BIT, bytes_per_element
-from inferasim.arch.engine_memory import MemoryBreakdown, memory_breakdown
+from inferasim.arch.engine_memory import (
+    SGLANG_SWA_FULL_TOKENS_RATIO,
+    MemoryBreakdown,
+    memory_breakdown,
+)
 from inferasim.arch.params import param_counts
 from inferasim.arch.spec import ModelSpec
 from inferasim.config.scenario import Scenario
@@ -73,6 +77,9 @@ class MemoryPlan:
     kv_pool_from: str                  # "memory model" or "engine.kv_pool_tokens"
     # how the engine's memory rule divides the GPU (budget, activation peak, graphs, ...)
     memory: MemoryBreakdown | None = None
+    # what the engine divides its budget by to count the pool's tokens, where that is not
+    # kv_bytes_per_token (SGLang's sliding-window pool rides on the full pool's count)
+    kv_pool_bytes_per_token: float | None = None
 
 
 def expert_slots(scenario: Scenario) -> int:
@@ -141,21 +148,36 @@ def memory_plan(scenario: Scenario) -> MemoryPlan:
     per_token = kind.kv_bytes_per_token(kv_dtype, attn_tp=par.attn_tp, dcp=par.dcp,
                                         latent_sharded=eng.mla_latent_sharded)
     fixed = kind.kv_fixed_bytes_per_seq(kv_dtype, attn_tp=par.attn_tp)
+    window_tokens = window_pool_tokens(fixed, per_token, eng.page_size)
+    counted = per_token
+    if _sglang_swa_pool(scenario):
+        # the windows live in SGLang's SWA pool, which the full pool's count pays for
+        counted += SGLANG_SWA_FULL_TOKENS_RATIO * kind.window_bytes_per_token(
+            kv_dtype, attn_tp=par.attn_tp)
+        window_tokens = 0
     weights = weight_bytes_per_gpu(scenario)
     memory = memory_breakdown(scenario, weights)
     budget = memory.kv_bytes
     if eng.kv_pool_tokens is not None:
         pool, source = int(eng.kv_pool_tokens), "engine.kv_pool_tokens"
     else:
-        pool, source = max(0, int(budget // per_token)), "memory model"
+        pool, source = max(0, int(budget // counted)), "memory model"
         pool -= pool % eng.page_size
     return MemoryPlan(weight_bytes_per_gpu=weights, kv_bytes_per_token=per_token,
                       kv_bytes_per_token_layer=kind.kv_bytes_per_token_layer(kv_dtype),
                       kv_fixed_bytes_per_seq=fixed,
-                      kv_window_pool_tokens=window_pool_tokens(fixed, per_token,
-                                                               eng.page_size),
+                      kv_window_pool_tokens=window_tokens,
                       kv_budget_bytes=budget,
-                      kv_pool_tokens=pool, kv_pool_from=source, memory=memory)
+                      kv_pool_tokens=pool, kv_pool_from=source, memory=memory,
+                      kv_pool_bytes_per_token=counted)
+
+
+def _sglang_swa_pool(scenario: Scenario) -> bool:
+    """Whether SGLang keeps the model's sliding-window layers in a pool of their own (a
+    hybrid sliding-window model; linear-attention hybrids have their own state pool)."""
+    att = scenario.model.attention
+    return (scenario.engine.memory_rule == "sglang-static" and att.sliding_layers > 0
+            and att.sliding_window > 0 and att.linear is None)
 
 
 def model_memory_plan(scenario: Scenario) -> MemoryPlan:

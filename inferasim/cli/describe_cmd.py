@@ -41,6 +41,7 @@ def describe(scenario, overrides, as_json, **flags):
         "memory": attrs.asdict(plan.memory) if plan.memory else None,
         "kv_pool_tokens": plan.kv_pool_tokens,
         "kv_pool_from": plan.kv_pool_from,
+        "kv_pool_bytes_per_token": plan.kv_pool_bytes_per_token,
         "kv_dtype": resolved.kv_dtype,
         "params_total": counts.total,
         "params_active": counts.active,
@@ -82,9 +83,15 @@ def describe(scenario, overrides, as_json, **flags):
                f"(per layer before division: {plan.kv_bytes_per_token_layer:,.0f} B, "
                f"{resolved.kv_dtype})")
     if plan.kv_fixed_bytes_per_seq:
+        held = (f"each running request holds {plan.kv_window_pool_tokens:,d} tokens of the "
+                "pool for it") if plan.kv_window_pool_tokens else \
+            "held in the engine's sliding-window pool"
         click.echo(f"bounded KV per sequence per GPU: {plan.kv_fixed_bytes_per_seq / 2**20:.2f} MiB"
-                   f" (each running request holds {plan.kv_window_pool_tokens:,d} tokens of "
-                   "the pool for it)")
+                   f" ({held})")
+    counted = plan.kv_pool_bytes_per_token
+    if counted and counted != plan.kv_bytes_per_token:
+        click.echo(f"pool counted at {counted:,.0f} B a token (the sliding-window pool's share "
+                   "rides on each full-pool token)")
     if plan.memory:
         m = plan.memory
         terms = ", ".join(f"{name} {value / GIB:.2f}" for name, value in (
