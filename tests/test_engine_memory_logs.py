@@ -126,13 +126,17 @@ def vllm_overrides(text: str) -> tuple[list[str], float | None]:
     return out, _first(r"Model loading took ([\d.]+) GiB", text, None, float)
 
 
+def sglang_keys(*, tp: int, fraction: float | None, chunk: int, kv: str) -> list[str]:
+    """The scenario keys of an SGLang server's arguments, however they were reported."""
+    return ["engine.name=sglang", f"parallel.tp={tp}", f"engine.mem_fraction={fraction}",
+            f"engine.chunked_prefill_size={chunk}", f"engine.kv_dtype={kv}"]
+
+
 def sglang_overrides(text: str) -> tuple[list[str], float | None]:
-    kv = _first(r"kv_cache_dtype='(\w+)'", text, "auto")
-    tp = _first(r"tp_size=(\d+)", text, 1, int)
-    fraction = _first(r"mem_fraction_static=([\d.]+)", text, None, float)
-    chunk = _first(r"chunked_prefill_size=(\d+)", text, 8192, int)
-    out = ["engine.name=sglang", f"parallel.tp={tp}", f"engine.mem_fraction={fraction}",
-           f"engine.chunked_prefill_size={chunk}", f"engine.kv_dtype={kv}"]
+    out = sglang_keys(tp=_first(r"tp_size=(\d+)", text, 1, int),
+                      fraction=_first(r"mem_fraction_static=([\d.]+)", text, None, float),
+                      chunk=_first(r"chunked_prefill_size=(\d+)", text, 8192, int),
+                      kv=_first(r"kv_cache_dtype='(\w+)'", text, "auto"))
     return out, _first(r"Load weight end\..*?mem usage=([\d.]+) GB", text, None, float)
 
 
@@ -173,11 +177,10 @@ def server_info(rel: str) -> dict:
 
 def simulate_server_info(rel: str):
     info, case = server_info(rel), SERVER_INFO_CASES[rel]
-    keys = ["engine.name=sglang", f"engine.version={info['version']}",
-            f"parallel.tp={info['tp_size']}", f"engine.mem_fraction={info['mem_fraction_static']}",
-            f"engine.kv_dtype={'bf16' if info['kv_cache_dtype'] == 'auto' else 'fp8'}",
-            f"engine.chunked_prefill_size={info['chunked_prefill_size']}",
-            f"model.name={case.model}", f"gpu.name={case.gpu}"]
+    keys = sglang_keys(tp=info["tp_size"], fraction=info["mem_fraction_static"],
+                       chunk=info["chunked_prefill_size"], kv=info["kv_cache_dtype"])
+    keys += [f"engine.version={info['version']}", f"model.name={case.model}",
+             f"gpu.name={case.gpu}"]
     scenario = load_scenario(None, keys, check_fit=False)
     if case.expert_weight_dtype:
         model = attrs.evolve(scenario.model, expert_weight_dtype=case.expert_weight_dtype)
