@@ -4,6 +4,8 @@ deployment's TTFT."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -129,10 +131,15 @@ def _row(conc: int, ttft: float, tpot: float, running: int | None) -> AnchorReco
     })
 
 
-def test_past_the_running_limit_a_first_token_waits_for_a_decode_slot():
+def test_past_the_running_limit_a_first_token_waits_for_a_decode_slot(monkeypatch):
     """3,072 clients over 2 x 8 x 128 = 2,048 slots: the closed form's TTFT holds half a
     decode of waiting for a slot (the measured row: 32.1 s of a 65.6 s round), and its decode
-    runs 128 sequences a rank, not the 192 its clients would make."""
+    runs 128 sequences a rank, not the 192 its clients would make. The prefill pool keeps the
+    carried slope: the c16384 row's 136 s would otherwise read as its queue, and a saturated
+    pool's queue shrinks by what the clients wait elsewhere (tests/test_prefill_queue.py)."""
+    from inferasim.cost import ttft_model
+
+    monkeypatch.setattr(ttft_model, "QUEUE_MIN_EXCESS_S", math.inf)
     free_row, held = _row(3072, 32.1, 0.0363, None), _row(3072, 32.1, 0.0363, 128)
     _, base = base_scenario(free_row, load_templates(TEMPLATE_DIR))
     capped = anchor_workload(base, held)
@@ -181,14 +188,16 @@ def test_round_robin_sends_a_request_to_a_busy_one_slot_worker_the_kv_router_doe
     # srt-slurm's default launch: 7 frontends behind nginx, each with its own turn
     fronts = attrs.evolve(rr, topology=attrs.evolve(rr.topology, frontends=7))
     others = AnchorStore([r for r in store.records if r.id != row.id])
-    waits = {}
+    waits, steps = {}, {}
     for name, sc in (("rr", rr), ("kv", kv), ("fronts", fronts)):
         frame, _ = replay_summary(simulate(sc, Knobs(), store=others))
         # beyond the prefill, each request pays the same time outside the engine; what
-        # differs between requests is the wait for a decode slot
+        # differs between requests is the wait for a decode slot (or for one other
+        # client's prompt at the prefill worker)
         beyond = (frame.ttft_s - frame.prefill_s).to_numpy()
         waits[name] = beyond - beyond.min()
-    assert waits["kv"].max() < 0.05               # never behind another client's request
+        steps[name] = float(frame.prefill_s.max())
+    assert waits["kv"].max() < steps["kv"]       # never behind another client's request
     assert (waits["rr"] > 0.2).sum() >= 5         # some wait for their worker's request
     # dealt over 7 frontends whose turns all start at the first worker, most requests wait
     assert np.median(waits["fronts"]) > 2.0 > np.median(waits["rr"])

@@ -106,6 +106,7 @@ class CalibratedOracle(AnchorReading, DecodeRatios, PrefillReading):
         self._parts: dict[str, Any] = {}      # ...and their parts, where not the target's
         self._lone_prefills: dict[tuple, float] = {}
         self._wave_prefills: dict[tuple, float] = {}
+        self._batched_prefills: dict[tuple, Any] = {}
         self._pools: dict[tuple, int] = {}
         self._ratio_cache: dict[tuple[int, int], float] = {}
         self._split_ratios: dict[tuple[int, int, int], float] = {}   # a prior's, by context bin

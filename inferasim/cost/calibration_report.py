@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 from inferasim.cost.ratio_table import extrapolation
+from inferasim.cost.ttft_model import QUEUE_MIN_EXCESS_S
 
 
 def calibration_report(oracle) -> dict[str, Any]:
@@ -57,6 +58,12 @@ def calibration_report(oracle) -> dict[str, Any]:
         notes.append(oracle.carried_slope.note())
         _priced_otherwise(notes, res, f"at the slope carried from other regimes instead "
                           f"({oracle.prefill_slope:.3g})")
+    elif oracle.identified_slope == "prefill queue":
+        carried = (f" (slope {oracle.prefill_slope:.3g} read from the prefill pool's queue: "
+                   "its TTFT at the loads that saturated it)")
+        notes.append(f"prefill slope x{oracle.prefill_slope:.3g} the analytic, read from the "
+                     "prefill pool's queue: rows whose TTFT exceeds the carried slope's model "
+                     f"by {QUEUE_MIN_EXCESS_S:g} s or more ran it at its throughput")
     elif oracle._frontend_modelled and not oracle._prefill_calibrated:
         isls = ", ".join(str(int(r.isl)) for r in oracle.prefill_points)
         carried = f" (frontend latency carried from the TTFTs at ISL {isls})"

@@ -38,11 +38,14 @@ from typing import Any
 import attrs
 import numpy as np
 
+from inferasim.config.loader import rank_scenario
 from inferasim.cost.oracle import AnalyticOracle, StepBatch
 from inferasim.cost.prefill_prior import carried_slope, store_slopes
 from inferasim.cost.ttft_model import (
     PREFILL_SLOPE_LIMITS,
+    BatchedPrefill,
     TtftRow,
+    fit_queue_slope,
     fit_ttft,
     identifies_slope,
     latency_at,
@@ -172,6 +175,19 @@ class PrefillReading:
             self.carried_slope = carried
             slope = carried.slope if carried is not None else 1.0
             self.prefill_slope, self.frontend_latency_s = slope, latency_at(rows, slope)
+            # Only the queues of prefill workers laid out as the target's read its rate
+            # (those of other decode pools or worker counts beside them too: held out by
+            # point, keeping them read better than keeping the target's own pools alone).
+            queued = None
+            if fit_slope and self.scenario.topology.kind == "disaggregated":
+                own = self._anchor_key(self.scenario)
+                queued = fit_queue_slope([
+                    self._ttft_row(r) for r in usable if r.regime.disaggregated
+                    and self._anchor_key(self._anchor_scenario(r)) == own], slope)
+            if queued is not None:
+                self.identified_slope = "prefill queue"
+                self.prefill_slope = queued[0]
+                self.frontend_latency_s = latency_at(rows, queued[0])
         # The stalls are prefill time at the probe's ISL: a probe refused for the target's
         # ISL carries none of it into the engine (its TTFT beyond the slope's prefill stays
         # outside, in the latency), so the prefill is the slope's alone.
@@ -285,8 +301,14 @@ class PrefillReading:
             # prefill layout this oracle reads the anchor at), as a colocated anchor's
             waited = slot_wait(decode_s, clients,
                                reg.max_num_seqs * (reg.dp_attention or 1) * reg.decode_workers)
+        oracle, key = self._anchor_oracle(record)
+        memo = (key, int(w.isl))
+        server = self._batched_prefills.get(memo)
+        if server is None:
+            server = self._batched_prefills[memo] = batched_prefill(oracle, memo[1])
         return TtftRow(float(w.isl), float(record.ttft_s), self._lone_prefill(record),
-                       waited, clients, decode_s, servers=reg.prefill_workers or 1)
+                       waited, clients, decode_s, servers=reg.prefill_workers or 1,
+                       batched=server)
 
     @property
     def frontend_modelled(self) -> bool:
@@ -406,3 +428,20 @@ def analytic_prefill_seconds(oracle: AnalyticOracle, isl: int) -> float:
                                        prefill_samples=1 if last else 0)).seconds
         done += c
     return total
+
+
+def batched_prefill(oracle, isl: int) -> BatchedPrefill:
+    """A prefill worker's steps of one to ``most`` prompts of ``isl`` tokens: each
+    attention-DP rank fills its token budget with whole prompts (one at least), so a step
+    takes up to ``budget // isl`` prompts a rank. ``oracle`` analytic (a reading's, its
+    slope applied by the fit) or calibrated (a prediction's)."""
+    eng = rank_scenario(oracle.scenario).engine
+    budget = max(1, int(eng.max_num_batched_tokens if eng.scheduler == "unified"
+                        else eng.chunked_prefill_size))
+    most = max(1, budget // max(1, isl)) * oracle.scenario.parallel.dp_attention
+    sizes = sorted({1, most} | {2 ** i for i in range(1, most.bit_length()) if 2 ** i < most})
+    seconds = tuple(oracle.step(StepBatch(prefill_tokens=np.full(m, float(isl)),
+                                          prefill_resident=np.zeros(m),
+                                          prefill_samples=m)).seconds for m in sizes)
+    return BatchedPrefill(tuple(float(m) for m in sizes), seconds)
+

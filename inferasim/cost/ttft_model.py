@@ -24,6 +24,65 @@ def held_at_bound(value: float, limits: tuple[float, float]) -> bool:
 
 
 @attrs.frozen
+class BatchedPrefill:
+    """A prefill server that takes every waiting prompt, up to ``most`` of them, into one step
+    (a disaggregated prefill worker: its ranks' token budgets over the prompt length): the
+    analytic seconds of a step of ``m`` prompts, at the sizes ``m`` it was priced at."""
+
+    sizes: tuple[float, ...]     # 1 .. most, ascending
+    seconds: tuple[float, ...]
+
+    @property
+    def most(self) -> float:
+        return self.sizes[-1]
+
+    def step(self, m: np.ndarray, slope: float = 1.0, overhead: float = 0.0) -> np.ndarray:
+        return slope * np.interp(m, self.sizes, self.seconds) + overhead
+
+
+#: Throughputs the batched station's closed loop is solved over (``batched_sojourn``).
+_THROUGHPUT_GRID = 256
+#: Fixed-point passes for a step's batch at a given arrival rate.
+_BATCH_PASSES = 24
+
+
+def batched_sojourn(server: BatchedPrefill, clients: int, away: float, servers: int = 1,
+                    slope: float = 1.0, overhead: float = 0.0) -> float:
+    """A prompt's time at a pool of ``servers`` batching prefill servers (``BatchedPrefill``)
+    that ``clients`` closed-loop clients visit between ``away`` seconds elsewhere. At a
+    per-server arrival rate ``lam`` a step of ``T(m)`` seconds gathers the ``m = lam T(m)``
+    prompts that arrived during the one before (at least one, at most ``most``); a prompt
+    waits for the step in flight (half of it, times the share of time the server is busy)
+    and then its own. The loop's throughput ``X`` solves ``X (away + R(X)) = clients``;
+    past the pool's capacity, ``servers x most / T(most)``, the prompts queue and ``R`` is
+    what the population leaves: ``clients / X - away``. Where batches are of one prompt
+    this is close to ``closed_loop_sojourn``'s, with no queueing below saturation."""
+    lone = float(server.step(np.array(1.0), slope, overhead))
+    if clients <= 1 or not math.isfinite(away):
+        return lone
+    full = float(server.step(np.array(server.most), slope, overhead))
+    capacity = servers * server.most / full
+    # at most the clients with none of them away; at least the unloaded loop's
+    top = min(capacity, clients / max(away + lone, 1e-12))
+    xs = np.geomspace(top * 1e-4, top, _THROUGHPUT_GRID)
+    lam = xs / servers
+    m = np.ones_like(xs)
+    for _ in range(_BATCH_PASSES):
+        m = np.clip(lam * server.step(m, slope, overhead), 1.0, server.most)
+    t = server.step(m, slope, overhead)
+    busy = np.minimum(1.0, lam * t / m)
+    resp = t * (1.0 + 0.5 * busy)
+    gap = xs * (away + resp) - clients   # rises with x
+    i = int(np.searchsorted(gap, 0.0))
+    if i >= xs.size:   # the pool is saturated: the population sets the queue
+        return max(float(resp[-1]), clients / capacity - away)
+    if i == 0:
+        return float(resp[0])
+    f = gap[i - 1] / (gap[i - 1] - gap[i])
+    return float(resp[i - 1] + f * (resp[i] - resp[i - 1]))
+
+
+@attrs.frozen
 class TtftRow:
     """One anchor's TTFT as the prefill fit reads it."""
 
@@ -34,8 +93,12 @@ class TtftRow:
     clients: int        # closed-loop concurrency
     decode_s: float     # a request's decode phase: (OSL - 1) x measured TPOT (inf: unknown)
     servers: int = 1    # engines prefilling side by side (a disaggregated prefill pool's)
+    batched: BatchedPrefill | None = None   # its servers batch the waiting prompts
 
     def sojourn(self, slope: float, latency: float, overhead: float = 0.0) -> float:
+        if self.batched is not None:
+            return batched_sojourn(self.batched, self.clients, latency + self.decode_s,
+                                   self.servers, slope, overhead)
         return closed_loop_sojourn(slope * self.prefill + overhead, self.clients,
                                    latency + self.decode_s, self.servers)
 
@@ -124,6 +187,51 @@ def fit_ttft(rows: list[TtftRow], fit_slope: bool = True) -> tuple[float, float]
             a = c
     slope = math.exp((a + b) / 2.0)
     return slope, latency_at(rows, slope)
+
+
+#: TTFT beyond the model, at the prior slope, that no frontend adds: a row with more was
+#: queueing for the prefill (the InferenceMAX frontends' own latency reads 0.1-0.5 s,
+#: docs/anchors.md). Such a row's throughput is the pool's, and it fixes the prefill's rate.
+QUEUE_MIN_EXCESS_S = 1.0
+_QUEUE_GRID = 32
+
+
+def fit_queue_slope(rows: list[TtftRow], prior: float) -> tuple[float, float] | None:
+    """(slope, latency) read from a batching prefill pool's queue, or None where no row
+    queued. One prompt length cannot split a slower prefill from time outside the engine
+    at low load, but a saturated pool's TTFT is its clients over its throughput, less their
+    time away: where rows exceed the model at ``prior`` by QUEUE_MIN_EXCESS_S or more, the
+    slope is the one whose queue explains them (least squares of the log TTFT ratio), the
+    latency the other rows' (none: 0)."""
+    rows = [r for r in rows if r.batched is not None and r.clients > 1]
+    if not rows:
+        return None
+    calm = [r for r in rows if r.excess(prior, 0.0) < QUEUE_MIN_EXCESS_S]
+    queued = [r for r in rows if r not in calm]
+    if not queued:
+        return None
+
+    def misfit(log_slope: float) -> float:
+        slope = math.exp(log_slope)
+        latency = latency_at(calm, slope) if calm else 0.0
+        return sum(math.log(max(1e-9, r.wait + latency + r.sojourn(slope, latency))
+                            / max(1e-9, r.ttft)) ** 2 for r in queued)
+
+    lo, hi = PREFILL_SLOPE_LIMITS
+    grid = np.linspace(math.log(lo), math.log(hi), _QUEUE_GRID)
+    costs = [misfit(float(x)) for x in grid]
+    i = int(np.argmin(costs))
+    a, b = float(grid[max(0, i - 1)]), float(grid[min(len(grid) - 1, i + 1)])
+    for _ in range(24):
+        c, d = b - _GOLDEN * (b - a), a + _GOLDEN * (b - a)
+        if misfit(c) <= misfit(d):
+            b = d
+        else:
+            a = c
+    slope = math.exp((a + b) / 2.0)
+    if held_at_bound(slope, PREFILL_SLOPE_LIMITS):
+        return None
+    return slope, latency_at(calm, slope) if calm else 0.0
 
 
 def latency_at(rows: list[TtftRow], slope: float, overhead: float = 0.0) -> float:

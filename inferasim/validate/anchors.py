@@ -495,17 +495,18 @@ def predict_closed_form_disaggregated(target: Scenario, others: list[AnchorRecor
                                       knobs: Knobs) -> tuple[dict[str, float | None], int, dict]:
     """The closed loop over prefill and decode pools in closed form. Each decode instance
     holds its share of the clients (``concurrency / instances``, at most its running cap)
-    decoding at the mean context; the prefill pool is one station of its instances (a
-    prompt's service is its share of a full chunk's step, the instances serving side by
-    side) that the clients visit between decodes, solved as ``closed_loop_sojourn``; each
-    prompt's KV then crosses the link alone. TTFT = frontend latency + prefill sojourn (at
-    least one chunk's step) + the transfer + the wait for a decode slot past the decode
+    decoding at the mean context; the prefill pool is one station of its instances, each
+    batching the prompts waiting for it up to its ranks' token budgets, that the clients
+    visit between decodes, solved as ``batched_sojourn`` (the calibration reads the anchors'
+    TTFTs with the same station); each prompt's KV then crosses the link alone. TTFT =
+    frontend latency + prefill sojourn + the transfer + the wait for a decode slot past the decode
     workers' running limit; a round adds the decode."""
     from inferasim.arch.interconnect import kv_link_plan
-    from inferasim.config.loader import pool_scenario, rank_scenario
+    from inferasim.config.loader import pool_scenario
     from inferasim.cost.calibrated import CalibratedOracle
     from inferasim.cost.oracle import StepBatch
-    from inferasim.cost.ttft_model import closed_loop_sojourn, slot_wait
+    from inferasim.cost.prefill_reading import batched_prefill
+    from inferasim.cost.ttft_model import batched_sojourn, slot_wait
     from inferasim.serve.topology import full_kv_bytes_per_token
 
     store = _as_store(others)
@@ -519,12 +520,7 @@ def predict_closed_form_disaggregated(target: Scenario, others: list[AnchorRecor
     step = dec.step(StepBatch(decode_context=np.full(per_decoder, wl.isl + wl.osl / 2.0),
                               width=spec.verify_width)).seconds
     tpot = step / spec.tokens_per_step
-    # each attention-DP rank schedules its own chunk (its budget: rank_scenario's)
-    ranks = pre_sc.parallel.dp_attention
-    budget = int(rank_scenario(pre_sc).engine.max_num_batched_tokens)
-    k = min(max(1, budget // max(1, wl.isl)) * ranks, max(1, conc))
-    chunk_s = pre.step(StepBatch(prefill_tokens=np.full(k, float(wl.isl)),
-                                 prefill_resident=np.zeros(k), prefill_samples=k)).seconds
+    server = batched_prefill(pre, int(wl.isl))
     link = kv_link_plan(target)   # the link the replay's transfers cross
     transfer = wl.isl * full_kv_bytes_per_token(pre_sc) / link.bytes_per_s + link.latency_s
     frontend = pre.frontend_latency(conc)
@@ -533,7 +529,7 @@ def predict_closed_form_disaggregated(target: Scenario, others: list[AnchorRecor
     slots = cap * topo.decode.instances
     waited = slot_wait(decode_s, conc, slots)
     away = frontend + transfer + decode_s + waited
-    sojourn = max(chunk_s, closed_loop_sojourn(chunk_s / k, conc, away, topo.prefill.instances))
+    sojourn = batched_sojourn(server, conc, away, topo.prefill.instances)
     ttft = frontend + sojourn + transfer + waited
     rnd = ttft + decode_s
     pred = {"tput_per_gpu": conc * (wl.isl + wl.osl) / rnd / target.total_gpus,
