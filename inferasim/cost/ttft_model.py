@@ -166,7 +166,6 @@ def fit_ttft(rows: list[TtftRow], fit_slope: bool = True) -> tuple[float, float]
     sojourn(slope x prefill)`` over the rows (latency >= 0, slope within
     PREFILL_SLOPE_LIMITS); below three ISLs, or without ``fit_slope``, the slope is 1 (one
     point cannot split the two)."""
-    lo, hi = PREFILL_SLOPE_LIMITS
     if not fit_slope or not identifies_slope(rows):
         return 1.0, latency_at(rows, 1.0)
 
@@ -175,18 +174,26 @@ def fit_ttft(rows: list[TtftRow], fit_slope: bool = True) -> tuple[float, float]
         latency = latency_at(rows, slope)
         return sum((r.excess(slope, latency) - latency) ** 2 for r in rows)
 
-    grid = np.linspace(math.log(lo), math.log(hi), _SLOPE_GRID)
+    slope = _best_slope(misfit, _SLOPE_GRID, 40)
+    return slope, latency_at(rows, slope)
+
+
+def _best_slope(misfit, points: int, passes: int) -> float:
+    """The slope within PREFILL_SLOPE_LIMITS minimising ``misfit(log slope)``: the best of
+    ``points`` log-spaced ones, refined by ``passes`` of golden section within its
+    neighbours."""
+    lo, hi = PREFILL_SLOPE_LIMITS
+    grid = np.linspace(math.log(lo), math.log(hi), points)
     costs = [misfit(float(x)) for x in grid]
     i = int(np.argmin(costs))
     a, b = float(grid[max(0, i - 1)]), float(grid[min(len(grid) - 1, i + 1)])
-    for _ in range(40):  # golden section within the best grid cell's neighbours
+    for _ in range(passes):
         c, d = b - _GOLDEN * (b - a), a + _GOLDEN * (b - a)
         if misfit(c) <= misfit(d):
             b = d
         else:
             a = c
-    slope = math.exp((a + b) / 2.0)
-    return slope, latency_at(rows, slope)
+    return math.exp((a + b) / 2.0)
 
 
 #: TTFT beyond the model, at the prior slope, that no frontend adds: a row with more was
@@ -217,18 +224,7 @@ def fit_queue_slope(rows: list[TtftRow], prior: float) -> tuple[float, float] | 
         return sum(math.log(max(1e-9, r.wait + latency + r.sojourn(slope, latency))
                             / max(1e-9, r.ttft)) ** 2 for r in queued)
 
-    lo, hi = PREFILL_SLOPE_LIMITS
-    grid = np.linspace(math.log(lo), math.log(hi), _QUEUE_GRID)
-    costs = [misfit(float(x)) for x in grid]
-    i = int(np.argmin(costs))
-    a, b = float(grid[max(0, i - 1)]), float(grid[min(len(grid) - 1, i + 1)])
-    for _ in range(24):
-        c, d = b - _GOLDEN * (b - a), a + _GOLDEN * (b - a)
-        if misfit(c) <= misfit(d):
-            b = d
-        else:
-            a = c
-    slope = math.exp((a + b) / 2.0)
+    slope = _best_slope(misfit, _QUEUE_GRID, 24)
     if held_at_bound(slope, PREFILL_SLOPE_LIMITS):
         return None
     return slope, latency_at(calm, slope) if calm else 0.0
