@@ -175,9 +175,9 @@ class PrefillReading:
             self.carried_slope = carried
             slope = carried.slope if carried is not None else 1.0
             self.prefill_slope, self.frontend_latency_s = slope, latency_at(rows, slope)
-            # Only the queues of prefill workers laid out as the target's read its rate
-            # (those of other decode pools or worker counts beside them too: held out by
-            # point, keeping them read better than keeping the target's own pools alone).
+            # The queues of prefill workers laid out as the target's read its rate, whatever
+            # decode pool or worker counts they ran beside (held out by point, that read
+            # better than the target's own pools alone: docs/anchors.md).
             queued = None
             if fit_slope and self.scenario.topology.kind == "disaggregated":
                 own = self._anchor_key(self.scenario)
