@@ -205,6 +205,13 @@ class EngineSpec:
     new_token_ratio_min: float = 0.098
     new_token_ratio_decay_steps: int = 600
 
+    @property
+    def prompt_budget(self) -> int:
+        """The prompt tokens one step may take: the unified scheduler's batched-token budget,
+        else (prefill steps apart from decodes) the prefill chunk; at least one."""
+        return max(1, int(self.max_num_batched_tokens if self.scheduler == "unified"
+                          else self.chunked_prefill_size))
+
 
 @attrs.frozen
 class ParallelSpec:

@@ -194,10 +194,7 @@ class AnchorReading:
         seconds = self._wave_prefills.get(memo)
         if seconds is not None:
             return seconds
-        sc = rank_scenario(oracle.scenario)
-        eng = sc.engine
-        budget = max(1, int(eng.max_num_batched_tokens if eng.scheduler == "unified"
-                            else eng.chunked_prefill_size))
+        budget = rank_scenario(oracle.scenario).engine.prompt_budget
         ranks = oracle.scenario.parallel.dp_attention
         each, extra = divmod(clients, ranks)
         # per busy rank, the tokens each of its prompts has computed

@@ -435,9 +435,7 @@ def batched_prefill(oracle, isl: int) -> BatchedPrefill:
     attention-DP rank fills its token budget with whole prompts (one at least), so a step
     takes up to ``budget // isl`` prompts a rank. ``oracle`` analytic (a reading's, its
     slope applied by the fit) or calibrated (a prediction's)."""
-    eng = rank_scenario(oracle.scenario).engine
-    budget = max(1, int(eng.max_num_batched_tokens if eng.scheduler == "unified"
-                        else eng.chunked_prefill_size))
+    budget = rank_scenario(oracle.scenario).engine.prompt_budget
     most = max(1, budget // max(1, isl)) * oracle.scenario.parallel.dp_attention
     sizes = sorted({1, most} | {2 ** i for i in range(1, most.bit_length()) if 2 ** i < most})
     seconds = tuple(oracle.step(StepBatch(prefill_tokens=np.full(m, float(isl)),

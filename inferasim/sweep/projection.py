@@ -524,9 +524,7 @@ def project_disaggregated(scenario: Scenario, knobs: Knobs | None = None,
     oracle = _oracle(prefill, knobs)
     hit = float(out["prefix_hit_rate"])
     tails = np.maximum(m.prompts * (1.0 - hit), 1.0)
-    eng = rank_scenario(prefill).engine
-    budget = max(1, eng.max_num_batched_tokens if eng.scheduler == "unified"
-                 else eng.chunked_prefill_size)
+    budget = rank_scenario(prefill).engine.prompt_budget
     width = prefill.speculative.verify_width
     reps = np.quantile(tails, (np.arange(PREFILL_REPRESENTATIVES) + 0.5) / PREFILL_REPRESENTATIVES)
     service = []
