@@ -4,12 +4,15 @@ mode agreeing with macro-steps."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from inferasim.config.catalog import REPO_ROOT
 from inferasim.config.loader import load_scenario
 from inferasim.report.run_report import replay_summary
 from inferasim.serve.batch_wait import BatchWait
+from inferasim.serve.scheduler import _prompts_offered
 from inferasim.serve.simulation import simulate
 from tests.conftest import assert_same_requests
 
@@ -74,3 +77,20 @@ def test_without_chunked_context_a_prompt_enters_whole():
     ttft = lambda f: (f.first_token_s - f.arrival_s).median()  # noqa: E731
     assert ttft(tight) > 1.2 * ttft(roomy)
     assert ttft(tight) > 1.2 * ttft(chunked)
+
+
+def _offered(prompts, budget=8192.0):
+    waiting = [SimpleNamespace(target=float(p), computed=0.0) for p in prompts]
+    eng = SimpleNamespace(prefilling=[], running=[], max_num_seqs=64, chunks_prompts=False,
+                          max_batched_tokens=8192, queue_order=lambda: waiting)
+    return _prompts_offered(eng, budget)
+
+
+def test_batch_waiting_weighs_what_admission_would_take():
+    """Without chunked context a prompt that fits the step budget but not the room left waits
+    (head-of-line), while one longer than the whole budget is let in and chunked
+    (``_admit``): the prompt tokens batch waiting weighs are the same ones."""
+    assert _offered([3000, 6000]) == 3000
+    assert _offered([3000, 20000]) == 8192
+    assert _offered([20000]) == 8192
+    assert _offered([3000, 2000], budget=4000) == 3000

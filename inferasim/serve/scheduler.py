@@ -69,7 +69,7 @@ def _admit(eng: EngineInstance, step: Step, now: float, budget: TokenBudget,
     for req in eng.queue_order():
         if not budget.left or len(eng.running) >= eng.max_num_seqs:
             break
-        if not _fits_whole(eng, req, budget):
+        if _waits_whole(eng, req.target - req.computed, budget.tokens):
             break  # head-of-line: the prompt waits for a step with room for all of it
         own = eng.admission_reserve(req)
         first = budget.tokens if policy.allocates_per_step else None
@@ -91,15 +91,12 @@ def _admit(eng: EngineInstance, step: Step, now: float, budget: TokenBudget,
             break  # a single request may be mid-chunk at a time
 
 
-def _fits_whole(eng: EngineInstance, req: LiveRequest, budget: TokenBudget) -> bool:
-    """Whether ``req``'s prompt may start under ``budget``: always where prompts are chunked;
-    without chunking (TensorRT-LLM's default) only whole. A prompt longer than the whole step
-    budget, which TensorRT-LLM would refuse, is let in and chunked rather than left waiting
-    for ever (docs/engines.md)."""
-    if eng.chunks_prompts:
-        return True
-    rest = req.target - req.computed
-    return rest <= budget.tokens or rest > eng.max_batched_tokens
+def _waits_whole(eng: EngineInstance, rest: float, room: float) -> bool:
+    """Whether a prompt of ``rest`` tokens must wait for a step with ``room`` for all of it:
+    never where prompts are chunked; without chunking (TensorRT-LLM's default) while it does
+    not fit. A prompt longer than the whole step budget, which TensorRT-LLM would refuse, is
+    let in and chunked rather than left waiting for ever (docs/engines.md)."""
+    return not eng.chunks_prompts and room < rest <= eng.max_batched_tokens
 
 
 def _prompts_offered(eng: EngineInstance, budget: float) -> float:
@@ -115,7 +112,7 @@ def _prompts_offered(eng: EngineInstance, budget: float) -> float:
     free = eng.max_num_seqs - len(eng.running)
     for req in eng.queue_order():
         rest = req.target - req.computed
-        if free <= 0 or total >= budget or (not eng.chunks_prompts and rest > budget - total):
+        if free <= 0 or total >= budget or _waits_whole(eng, rest, budget - total):
             break
         total += min(rest, budget - total)
         free -= 1
