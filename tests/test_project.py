@@ -207,3 +207,21 @@ def test_bounded_windows_take_room_from_the_batch_the_pool_holds():
     held = _batch_cap(sc, plan.kv_pool_tokens, m, plan.kv_window_pool_tokens)
     assert held == pytest.approx(plan.kv_pool_tokens / (m.decode_context + 128))
     assert held < bare
+
+
+def test_the_frontend_latency_is_in_the_ttft_and_the_round():
+    """A request reaches the engine after the anchors' time outside it, as the replay delays
+    it (``serve/simulation.py``): the projection charges it to the TTFT and to the closed
+    loop's round. An anchored InferenceMAX deployment read 0.05 s of TTFT without it, against
+    the replay's 0.52 s, 0.19 s of it the frontend's."""
+    sc = load_scenario("scenarios/inferencemax/dsr1-b200-sglang-fp8-tp8.yaml",
+                       ["workload.concurrency=64"])
+    with_it = project(sc)
+    without = project(sc, frontend=lambda _open: 0.0)
+    assert with_it["oracle"] == "anchored"
+    assert 0.1 < with_it["frontend_s"] < 0.5 and without["frontend_s"] == 0.0
+    assert with_it["ttft_mean_s"] == pytest.approx(
+        without["ttft_mean_s"] + with_it["frontend_s"], rel=0.1)
+    # the clients spend the latency away from the engine, so they send less
+    assert with_it["request_rate"] < without["request_rate"]
+    assert with_it["request_rate"] * with_it["e2e_mean_s"] == pytest.approx(64, rel=0.02)

@@ -65,13 +65,7 @@ def batched_sojourn(server: BatchedPrefill, clients: int, away: float, servers: 
     # at most the clients with none of them away; at least the unloaded loop's
     top = min(capacity, clients / max(away + lone, 1e-12))
     xs = np.geomspace(top * 1e-4, top, _THROUGHPUT_GRID)
-    lam = xs / servers
-    m = np.ones_like(xs)
-    for _ in range(_BATCH_PASSES):
-        m = np.clip(lam * server.step(m, slope, overhead), 1.0, server.most)
-    t = server.step(m, slope, overhead)
-    busy = np.minimum(1.0, lam * t / m)
-    resp = t * (1.0 + 0.5 * busy)
+    resp = _batched_response(server, xs / servers, slope, overhead)
     gap = xs * (away + resp) - clients   # rises with x
     i = int(np.searchsorted(gap, 0.0))
     if i >= xs.size:   # the pool is saturated: the population sets the queue
@@ -80,6 +74,30 @@ def batched_sojourn(server: BatchedPrefill, clients: int, away: float, servers: 
         return float(resp[0])
     f = gap[i - 1] / (gap[i - 1] - gap[i])
     return float(resp[i - 1] + f * (resp[i] - resp[i - 1]))
+
+
+def _batched_response(server: BatchedPrefill, lam: np.ndarray, slope: float,
+                      overhead: float) -> np.ndarray:
+    """A prompt's time at one batching server (``batched_sojourn``) at arrival rates ``lam``:
+    a step gathers what arrived during the one before, ``m = lam T(m)`` prompts within
+    [1, most]; a prompt waits for half the step in flight, times the share of time the
+    server is busy, then its own step."""
+    m = np.ones_like(lam)
+    for _ in range(_BATCH_PASSES):
+        m = np.clip(lam * server.step(m, slope, overhead), 1.0, server.most)
+    t = server.step(m, slope, overhead)
+    busy = np.minimum(1.0, lam * t / m)
+    return t * (1.0 + 0.5 * busy)
+
+
+def batched_response(server: BatchedPrefill, rate: float, servers: int = 1,
+                     slope: float = 1.0, overhead: float = 0.0) -> float:
+    """A prompt's time at ``servers`` batching prefill servers offered ``rate`` prompts a
+    second in all (an open arrival stream); infinite at or past their capacity."""
+    full = float(server.step(np.array(server.most), slope, overhead))
+    if rate >= servers * server.most / full:
+        return math.inf
+    return float(_batched_response(server, np.array([rate / servers]), slope, overhead)[0])
 
 
 @attrs.frozen

@@ -36,6 +36,8 @@ from inferasim.config.scenario import Scenario
 SAMPLE_REQUESTS = 2000
 PREFILL_REPRESENTATIVES = 32
 RETENTION_PASSES = 4
+# Passes of the disaggregated pools' joint solution (project_disaggregated).
+DISAGG_PASSES = 6
 
 
 @attrs.frozen
@@ -347,17 +349,20 @@ def _batch_cap(scenario: Scenario, pool_tokens: int, m: WorkloadMoments,
 
 
 def _solve(load: float, m: WorkloadMoments, prices: _Prices, cap: float,
-           advance: float) -> tuple[_State, float, str | None]:
+           advance: float, outside: float = 0.0) -> tuple[_State, float, str | None]:
     """One instance at ``load`` (clients, or requests/s when the workload is open loop):
-    (state, TTFT, what saturates: None, "batch", "prefill" or "overloaded")."""
+    (state, TTFT, what saturates: None, "batch", "prefill" or "overloaded"). ``outside``:
+    seconds a request spends after it is sent and before the engine has it (the frontend;
+    a disaggregated decode pool's prefill pool), in its TTFT and in the closed loop's round."""
     if m.rate is None:
         n = float(load)
+        away = m.think_mean_s + outside
 
         def clients(b: float) -> tuple[_State, float]:
             st = _state(b, n, m, prices, advance)
             if not st.feasible:
                 return st, math.inf
-            return st, st.x * (m.think_mean_s + st.wait_s + st.prefill_s + st.decode_s)
+            return st, st.x * (away + st.wait_s + st.prefill_s + st.decode_s)
 
         hi = min(cap, n)
         st, held = clients(hi)
@@ -366,12 +371,12 @@ def _solve(load: float, m: WorkloadMoments, prices: _Prices, cap: float,
             b = _bisect(lambda v: clients(v)[1] >= n, 0.0, hi)
             st, held = clients(b)
             if math.isfinite(held):
-                return st, st.wait_s + st.prefill_s, None
+                return st, outside + st.wait_s + st.prefill_s, None
             st, _ = clients(b * (1.0 - 1e-6))
             limit = "prefill"
         # Saturated: the clients the engine cannot hold wait for admission (Little's law).
         ttft = n / st.x - m.think_mean_s - st.decode_s if st.x > 0 else math.inf
-        return st, max(ttft, st.wait_s + st.prefill_s), limit
+        return st, max(ttft, outside + st.wait_s + st.prefill_s), limit
     lam = float(load)
 
     def enough(b: float) -> bool:
@@ -381,7 +386,7 @@ def _solve(load: float, m: WorkloadMoments, prices: _Prices, cap: float,
     b = _bisect(enough, 0.0, cap)
     st = _state(b, None, m, prices, advance)
     if st.feasible and st.x >= lam * (1.0 - 1e-6):
-        return st, st.wait_s + st.prefill_s, None
+        return st, outside + st.wait_s + st.prefill_s, None
     if not st.feasible:
         st = _state(b * (1.0 - 1e-6), None, m, prices, advance)
     return st, math.inf, "overloaded"
@@ -416,10 +421,24 @@ def _oracle(scenario: Scenario, knobs: Knobs):
     return oracle_for(scenario, knobs, rank_level=scenario.parallel.dp_attention > 1)
 
 
+def _open_requests(m: WorkloadMoments, clients: float, x: float, ttft: float,
+                   decode_s: float) -> float:
+    """Requests sent and not finished over the deployment, as the frontend counts them: the
+    clients not thinking (closed loop), else the arrivals of one request's life (Little)."""
+    if m.rate is None:
+        return max(1.0, clients - x * m.think_mean_s)
+    return max(1.0, x * (ttft + decode_s))
+
+
 def project(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
-            moments: WorkloadMoments | None = None, *, prices_class: type = _Prices
-            ) -> dict[str, Any]:
-    """The steady-state projection: the same keys as a replay summary where they mean the same."""
+            moments: WorkloadMoments | None = None, *, prices_class: type = _Prices,
+            frontend=None, beyond: float = 0.0) -> dict[str, Any]:
+    """The steady-state projection: the same keys as a replay summary where they mean the same.
+
+    A request reaches the engine after the time outside it the replay charges
+    (``frontend``, seconds at a number of open requests: by default the oracle's frontend
+    latency, as ``serve/simulation.py`` applies it) plus ``beyond`` (a disaggregated decode
+    pool's prefill pool and transfer)."""
     from inferasim.anchors.acceptance import resolved
     from inferasim.arch.memory import memory_plan
     from inferasim.cost.calibrated import with_measured_pool
@@ -446,19 +465,27 @@ def project(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
     dp = scenario.parallel.dp_attention
     group = knobs.lockstep_group(dp) if dp > 1 else 1
     per_rank = rank_scenario(scenario)  # the chunk and reserve each rank's scheduler runs
+    if frontend is None and getattr(oracle, "frontend_modelled", False):
+        frontend = oracle.frontend_latency
+    clients = scenario.workload.concurrency
+    latency = frontend(clients if m.rate is None else 1) if frontend is not None else 0.0
     for _ in range(RETENTION_PASSES):
         prices = prices_class(per_rank, oracle, m, retention, width, group)
-        st, ttft, saturated = _solve(load, m, prices, cap, advance)
+        st, ttft, saturated = _solve(load, m, prices, cap, advance, latency + beyond)
         # Idle sessions keep their history only while the pool has room beside the running
         # batch and the shared prefixes; LRU drops the rest.
         idle_sessions = st.x * m.think_mean_s
         need = idle_sessions * idle_context
         room = max(0.0, pool - st.b * (m.decode_context + window))
         new = affinity * (1.0 if need <= room or need <= 0 else room / need)
-        if abs(new - retention) < 1e-3:
-            retention = new
+        # the frontend's latency at the requests this state keeps open
+        moved = latency
+        if frontend is not None:
+            moved = frontend(_open_requests(m, clients, st.x * engines, ttft, st.decode_s))
+        settled = abs(new - retention) < 1e-3 and abs(moved - latency) <= 1e-3 * max(latency, 1e-3)
+        retention, latency = new, moved
+        if settled:
             break
-        retention = new
     hit = m.hit_shared + retention * m.hit_private
     x = st.x * engines
     out_tok = x * m.output_mean
@@ -480,6 +507,7 @@ def project(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
         "decode_step_ms": prices.decode_step(max(st.b, 1.0)) * 1e3,
         "prefill_span_s": st.prefill_s,
         "prefill_wait_s": st.wait_s,
+        "frontend_s": latency,
         "prefill_share": st.prefill_share,
         "cache_retention": retention,
         "saturated": saturated,
@@ -498,15 +526,19 @@ def project(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
 
 def project_disaggregated(scenario: Scenario, knobs: Knobs | None = None,
                           moments: WorkloadMoments | None = None) -> dict[str, Any]:
-    """xPyD in closed form: the decode pool solved as colocated instances whose requests
-    arrive prefilled (``_DecodeOnlyPrices``), the prefill pool as ``x`` servers of the mean
-    uncached prompt (M/D/c at the decode pool's rate, its wait by the M/D/1 formula on one
-    instance's share), the KV moved over the link once per request. The rate is the decode
-    pool's unless the prefill pool cannot keep up; then the prefill pool's, and the clients
-    it cannot serve wait for it (Little's law)."""
+    """xPyD in closed form. The decode pool is solved as colocated instances whose requests
+    arrive prefilled (``_DecodeOnlyPrices``) after the frontend, the prefill pool and the KV
+    transfer. The prefill pool is its workers batching the waiting prompts, each worker's
+    ranks filling their token budgets with prompts of the mean uncached tail: the station the
+    calibration reads the anchors' TTFTs with (``ttft_model.batched_sojourn``; an open stream
+    ``batched_response``). Each pool is priced by the oracle its replay builds, from its own
+    scenario, and the frontend is the prefill pool's oracle's, as the replay's. The two pools
+    are solved together: each one's time is the other's clients' time away."""
     from inferasim.arch.interconnect import kv_link_plan
     from inferasim.config.loader import pool_scenario
-    from inferasim.cost.oracle import StepBatch
+    from inferasim.cost.calibrated import oracle_for
+    from inferasim.cost.prefill_reading import batched_prefill
+    from inferasim.cost.ttft_model import batched_response, batched_sojourn
     from inferasim.serve.topology import full_kv_bytes_per_token
 
     knobs = knobs or Knobs()
@@ -516,55 +548,55 @@ def project_disaggregated(scenario: Scenario, knobs: Knobs | None = None,
     m = moments or workload_moments(scenario)
     prefill = pool_scenario(scenario, "prefill")
     decode = pool_scenario(scenario, "decode")
-    colocated = attrs.evolve(topo, kind="colocated", instances=topo.decode.instances)
-    out = project(decode.evolve(topology=colocated), knobs, moments=m,
-                  prices_class=_DecodeOnlyPrices)
-    # one prefill instance's mean service: the uncached tails of the sampled prompts, each
-    # chunked at its budget with no decode beside it
-    oracle = _oracle(prefill, knobs)
-    hit = float(out["prefix_hit_rate"])
-    tails = np.maximum(m.prompts * (1.0 - hit), 1.0)
-    budget = rank_scenario(prefill).engine.prompt_budget
-    width = prefill.speculative.verify_width
-    reps = np.quantile(tails, (np.arange(PREFILL_REPRESENTATIVES) + 0.5) / PREFILL_REPRESENTATIVES)
-    service = []
-    for tail in reps:
-        done = seconds = 0.0
-        while done < tail:
-            chunk = min(budget, tail - done)
-            seconds += oracle.step(StepBatch(prefill_tokens=np.array([chunk]),
-                                             prefill_resident=np.array([m.prompt_mean - tail + done]),
-                                             prefill_samples=int(done + chunk >= tail),
-                                             width=width)).seconds
-            done += chunk
-        service.append(seconds)
-    s_mean = float(np.mean(service))
-    s_sq = float(np.mean(np.square(service)))
-    servers = topo.prefill.instances * prefill.parallel.dp_attention
-    capacity = servers / s_mean if s_mean > 0 else math.inf
+    pre_oracle = oracle_for(prefill, knobs)
+    dec_oracle = _oracle(decode, knobs)
+    frontend = pre_oracle.frontend_latency \
+        if getattr(pre_oracle, "frontend_modelled", False) else None
+    colocated = decode.evolve(topology=attrs.evolve(topo, kind="colocated",
+                                                     instances=topo.decode.instances))
     link = kv_link_plan(scenario)  # the link the replay builds (serve/topology.py)
     transfer = (link.latency_s + m.prompt_mean * full_kv_bytes_per_token(scenario)
                 / link.bytes_per_s)
-    x = float(out["request_rate"])
-    decode_s = float(out["e2e_mean_s"]) - float(out["ttft_mean_s"])
+    workers = topo.prefill.instances
+    servers: dict[int, Any] = {}
+    sojourn = 0.0
+    for _ in range(DISAGG_PASSES):
+        out = project(colocated, knobs, oracle=dec_oracle, moments=m,
+                      prices_class=_DecodeOnlyPrices, frontend=frontend,
+                      beyond=sojourn + transfer)
+        tail = max(1, round(float(np.mean(m.prompts)) * (1.0 - float(out["prefix_hit_rate"]))))
+        server = servers.get(tail)
+        if server is None:
+            server = servers[tail] = batched_prefill(pre_oracle, tail)
+        x = float(out["request_rate"])
+        decode_s = float(out["e2e_mean_s"]) - float(out["ttft_mean_s"])
+        if m.rate is None:
+            # a client is away from the prefill pool for everything else in its round
+            away = float(out["e2e_mean_s"]) - sojourn + m.think_mean_s
+            moved = batched_sojourn(server, scenario.workload.concurrency, away, workers)
+        else:
+            moved = batched_response(server, x, workers)
+        if not math.isfinite(moved) or abs(moved - sojourn) <= 1e-3 * max(sojourn, 1e-3):
+            sojourn = moved
+            break
+        sojourn = moved
+    capacity = workers * server.most / float(server.step(np.array(server.most)))
     saturated = out["saturated"]
-    if x >= capacity:
-        x, saturated = capacity * (1.0 - 1e-6), "prefill"
-    lam = x / servers
-    rho = lam * s_mean
-    wait = lam * s_sq / (2.0 * (1.0 - rho)) if rho < 1.0 else math.inf
-    ttft = float(out["ttft_mean_s"]) + wait + s_mean + transfer
-    if saturated == "prefill" and m.rate is None:
-        # the clients the prefill pool cannot serve queue before it (Little on the loop)
-        ttft = max(ttft, scenario.workload.concurrency / x - m.think_mean_s - decode_s)
+    ttft = float(out["ttft_mean_s"])
+    if not math.isfinite(sojourn):   # an open stream past the prefill pool's capacity
+        x, saturated, ttft = capacity * (1.0 - 1e-6), "prefill", math.inf
+    elif x >= capacity * (1.0 - 1e-3):
+        saturated = "prefill"
+    span = float(server.step(np.array(1.0)))
     gpus = scenario.total_gpus
     out_tok, in_tok = x * m.output_mean, x * m.prompt_mean
     out.update({
         "request_rate": x, "output_tok_s": out_tok, "input_tok_s": in_tok,
         "total_tok_s": out_tok + in_tok, "output_tok_s_per_gpu": out_tok / gpus,
         "total_tok_s_per_gpu": (out_tok + in_tok) / gpus, "ttft_mean_s": ttft,
-        "e2e_mean_s": ttft + decode_s, "saturated": saturated, "prefill_span_s": s_mean,
-        "prefill_wait_s": wait, "kv_transfer_s": transfer, "prefill_capacity_rps": capacity,
+        "e2e_mean_s": ttft + decode_s, "saturated": saturated,
+        "prefill_span_s": span, "prefill_wait_s": max(0.0, sojourn - span),
+        "kv_transfer_s": transfer, "prefill_capacity_rps": capacity,
     })
     return out
 
