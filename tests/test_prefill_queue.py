@@ -15,6 +15,7 @@ from inferasim.cost.ttft_model import (
     QUEUE_MIN_EXCESS_S,
     BatchedPrefill,
     TtftRow,
+    batched_response,
     batched_sojourn,
     fit_queue_slope,
 )
@@ -34,6 +35,16 @@ def test_one_client_or_none_away_is_the_lone_step():
 def test_below_capacity_the_batch_absorbs_the_load():
     # 200 clients away 20 s: 10 prompts a second, far below 148 a second; no queue builds
     assert batched_sojourn(SERVER, 200, 20.0) < 2 * SERVER.seconds[1]
+
+
+def test_an_open_stream_batches_until_the_capacity():
+    """An open stream's prompt (the projection's open loop): the lone step at a trickle, a
+    growing batch as the rate rises, and no finite answer at the pool's capacity."""
+    assert batched_response(SERVER, 0.01) == pytest.approx(0.026, rel=0.01)
+    slow, busy = batched_response(SERVER, 50.0), batched_response(SERVER, 0.9 * CAPACITY)
+    assert 0.026 < slow < busy < 2 * SERVER.seconds[-1]
+    assert batched_response(SERVER, 4 * 0.9 * CAPACITY, servers=4) == pytest.approx(busy)
+    assert batched_response(SERVER, CAPACITY) == math.inf
 
 
 def test_past_capacity_the_population_sets_the_queue():

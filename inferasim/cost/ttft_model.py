@@ -49,11 +49,9 @@ _BATCH_PASSES = 24
 def batched_sojourn(server: BatchedPrefill, clients: int, away: float, servers: int = 1,
                     slope: float = 1.0, overhead: float = 0.0) -> float:
     """A prompt's time at a pool of ``servers`` batching prefill servers (``BatchedPrefill``)
-    that ``clients`` closed-loop clients visit between ``away`` seconds elsewhere. At a
-    per-server arrival rate ``lam`` a step of ``T(m)`` seconds gathers the ``m = lam T(m)``
-    prompts that arrived during the one before (at least one, at most ``most``); a prompt
-    waits for the step in flight (half of it, times the share of time the server is busy)
-    and then its own. The loop's throughput ``X`` solves ``X (away + R(X)) = clients``;
+    that ``clients`` closed-loop clients visit between ``away`` seconds elsewhere, each
+    server's response ``R`` at its share of the rate as ``_batched_response`` gives it.
+    The loop's throughput ``X`` solves ``X (away + R(X)) = clients``;
     past the pool's capacity, ``servers x most / T(most)``, the prompts queue and ``R`` is
     what the population leaves: ``clients / X - away``. Where batches are of one prompt
     this is close to ``closed_loop_sojourn``'s, with no queueing below saturation."""
