@@ -12,7 +12,7 @@ from __future__ import annotations
 import difflib
 import json
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -291,7 +291,7 @@ class AnchorStore:
         """Every anchor id the store holds."""
         return frozenset(self._records)
 
-    def memo(self, name: str, compute):
+    def memo(self, name: Hashable, compute):
         """``compute()``, remembered under ``name`` for this store's life (and the stores
         sharing its memo): what the calibration derives from the whole store (the prefill
         slopes its regimes identify) is read once, not once per oracle."""

@@ -181,9 +181,19 @@ class PrefillReading:
             queued = None
             if fit_slope and self.scenario.topology.kind == "disaggregated":
                 own = self._anchor_key(self.scenario)
-                queued = fit_queue_slope([
-                    self._ttft_row(r) for r in usable if r.regime.disaggregated
-                    and self._anchor_key(self._anchor_scenario(r)) == own], slope)
+                queue = [r for r in usable if r.regime.disaggregated
+                         and self._anchor_key(self._anchor_scenario(r)) == own]
+
+                def fit():
+                    return fit_queue_slope([self._ttft_row(r) for r in queue], slope)
+
+                # a row is read at the anchor's layout with the target's engine, part and
+                # model, none of which the load changes: read once per store and deployment,
+                # not at every rung of a ladder or candidate of a search
+                sc = self.scenario
+                key = ("prefill queue", tuple(r.id for r in queue), slope, self.knobs,
+                       sc.pool_role, sc.engine, sc.parallel, repr(sc.gpu), repr(sc.model))
+                queued = fit() if self._store is None else self._store.memo(key, fit)
             if queued is not None:
                 self.identified_slope = "prefill queue"
                 self.prefill_slope = queued[0]
