@@ -167,10 +167,13 @@ def test_attention_dp_projection_is_priced_by_the_replays_calibrated_oracle(tmp_
     assert anchored["tpot_mean_ms"] != pytest.approx(analytic["tpot_mean_ms"], rel=0.02)
 
 
-def test_disaggregated_is_refused():
+def test_disaggregated_projects_its_pools():
+    """An xPyD scenario is projected by project_disaggregated (the search's closed form) and
+    says what its prefill pool does."""
     result = _invoke("--no-replay", "--set", "topology.kind=disaggregated")
-    assert result.exit_code == 2, result.output
-    assert "colocated" in result.output and len(result.output.strip().splitlines()) == 1
+    assert result.exit_code == 0, result.output
+    pool = [line for line in result.output.splitlines() if line.startswith("prefill pool:")]
+    assert len(pool) == 1 and "capacity" in pool[0] and "KV transfer" in pool[0]
 
 
 def test_agentic_lanes_are_refused():

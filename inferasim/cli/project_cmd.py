@@ -56,11 +56,12 @@ def _table(projection: dict, scored: dict | None) -> str:
 def project(scenario, overrides, as_json, no_replay, **flags):
     """Project SCENARIO's steady state in closed form and score it against a replay."""
     from inferasim.sweep.projection import project as run_projection
-    from inferasim.sweep.projection import score
+    from inferasim.sweep.projection import project_disaggregated, score
 
     resolved = resolve_scenario(scenario, overrides, **flags)
     knobs = Knobs.from_env()
-    projection = run_projection(resolved, knobs)
+    disaggregated = resolved.topology.kind == "disaggregated"
+    projection = (project_disaggregated if disaggregated else run_projection)(resolved, knobs)
     replay = scored = None
     if not no_replay:
         from inferasim.report.run_report import replay_summary
@@ -82,8 +83,14 @@ def project(scenario, overrides, as_json, no_replay, **flags):
     click.echo(f"steady state{per}: decode batch {projection['decode_batch']:.1f} (cap "
                f"{projection['batch_cap']:.0f}), decode step {projection['decode_step_ms']:.2f} ms, "
                f"prefill share {projection['prefill_share']:.1%}, cache retention "
-               f"{projection['cache_retention']:.0%}, {projection['oracle']} oracle"
-               + (f", saturated ({sat})" if sat else ""))
+               f"{projection['cache_retention']:.0%}, frontend {projection['frontend_s']:.3f} s, "
+               f"{projection['oracle']} oracle" + (f", saturated ({sat})" if sat else ""))
+    if disaggregated:
+        click.echo(f"prefill pool: {resolved.topology.prefill.instances} worker(s), capacity "
+                   f"{projection['prefill_capacity_rps']:.1f} requests/s, a lone prompt "
+                   f"{projection['prefill_span_s'] * 1e3:.1f} ms, its queue "
+                   f"{projection['prefill_wait_s'] * 1e3:.1f} ms, KV transfer "
+                   f"{projection['kv_transfer_s'] * 1e3:.2f} ms")
     click.echo(f"workload: prompt {wl['prompt_mean']:.0f}, output {wl['output_mean']:.0f}, "
                f"think {wl['think_mean_s']:.1f} s per request, ideal hit {wl['hit_ideal']:.1%} "
                f"({wl['requests_sampled']} requests sampled)")
