@@ -452,4 +452,3 @@ def batched_prefill(oracle, isl: int) -> BatchedPrefill:
                                           prefill_resident=np.zeros(m),
                                           prefill_samples=m)).seconds for m in sizes)
     return BatchedPrefill(tuple(float(m) for m in sizes), seconds)
-

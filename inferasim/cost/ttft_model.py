@@ -39,6 +39,10 @@ class BatchedPrefill:
     def step(self, m: np.ndarray, slope: float = 1.0, overhead: float = 0.0) -> np.ndarray:
         return slope * np.interp(m, self.sizes, self.seconds) + overhead
 
+    def capacity(self, servers: int = 1, slope: float = 1.0, overhead: float = 0.0) -> float:
+        """Prompts a second that ``servers`` of it serve with every step full."""
+        return servers * self.most / float(self.step(np.array(self.most), slope, overhead))
+
 
 #: Throughputs the batched station's closed loop is solved over (``batched_sojourn``).
 _THROUGHPUT_GRID = 256
@@ -58,8 +62,7 @@ def batched_sojourn(server: BatchedPrefill, clients: int, away: float, servers: 
     lone = float(server.step(np.array(1.0), slope, overhead))
     if clients <= 1 or not math.isfinite(away):
         return lone
-    full = float(server.step(np.array(server.most), slope, overhead))
-    capacity = servers * server.most / full
+    capacity = server.capacity(servers, slope, overhead)
     # at most the clients with none of them away; at least the unloaded loop's
     top = min(capacity, clients / max(away + lone, 1e-12))
     xs = np.geomspace(top * 1e-4, top, _THROUGHPUT_GRID)
@@ -92,8 +95,7 @@ def batched_response(server: BatchedPrefill, rate: float, servers: int = 1,
                      slope: float = 1.0, overhead: float = 0.0) -> float:
     """A prompt's time at ``servers`` batching prefill servers offered ``rate`` prompts a
     second in all (an open arrival stream); infinite at or past their capacity."""
-    full = float(server.step(np.array(server.most), slope, overhead))
-    if rate >= servers * server.most / full:
+    if rate >= server.capacity(servers, slope, overhead):
         return math.inf
     return float(_batched_response(server, np.array([rate / servers]), slope, overhead)[0])
 

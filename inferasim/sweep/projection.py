@@ -564,7 +564,7 @@ def project_disaggregated(scenario: Scenario, knobs: Knobs | None = None,
         out = project(colocated, knobs, oracle=dec_oracle, moments=m,
                       prices_class=_DecodeOnlyPrices, frontend=frontend,
                       beyond=sojourn + transfer)
-        tail = max(1, round(float(np.mean(m.prompts)) * (1.0 - float(out["prefix_hit_rate"]))))
+        tail = max(1, round(m.prompt_mean * (1.0 - float(out["prefix_hit_rate"]))))
         server = servers.get(tail)
         if server is None:
             server = servers[tail] = batched_prefill(pre_oracle, tail)
@@ -580,7 +580,7 @@ def project_disaggregated(scenario: Scenario, knobs: Knobs | None = None,
             sojourn = moved
             break
         sojourn = moved
-    capacity = workers * server.most / float(server.step(np.array(server.most)))
+    capacity = server.capacity(workers)
     saturated = out["saturated"]
     ttft = float(out["ttft_mean_s"])
     if not math.isfinite(sojourn):   # an open stream past the prefill pool's capacity
