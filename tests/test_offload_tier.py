@@ -5,13 +5,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from inferasim.serve.offload import HostTier, OffloadPolicy
+from inferasim.serve.offload import KVTier, OffloadPolicy
 
 BT = 16
 
 
 def tier(capacity_blocks=64, chunk_tokens=BT, name="lmcache"):
-    return HostTier(OffloadPolicy.named(name, chunk_tokens), capacity_blocks * BT, BT,
+    return KVTier(OffloadPolicy.named(name, chunk_tokens), capacity_blocks * BT, BT,
                     bytes_per_token=1000.0, link_bytes_per_s=1e9, latency_s=1e-4)
 
 
@@ -180,3 +180,120 @@ def test_the_published_lmcache_run_replays_its_pool_and_throughput():
     measured = run["request_metrics"]["throughput"]
     assert s["output_tok_s"] == pytest.approx(measured["output"]["tokens_per_second"], rel=0.2)
     assert s["total_tok_s"] == pytest.approx(measured["total"]["tokens_per_second"], rel=0.2)
+
+
+# ---- a storage tier behind the host tier ------------------------------------------------
+
+def two_level(host_blocks=8, storage_blocks=64, chunk_tokens=BT, name="lmcache"):
+    host = tier(host_blocks, chunk_tokens, name)
+    host.below = KVTier(host.policy, storage_blocks * BT, BT, bytes_per_token=1000.0,
+                        link_bytes_per_s=1e8, latency_s=1e-4, name="storage")
+    return host
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(ops, st.integers(2, 20), st.integers(4, 80))
+def test_each_level_holds_a_block_once_within_capacity_and_serves_only_what_was_written(
+        steps, host_blocks, storage_blocks):
+    host = two_level(host_blocks, storage_blocks)
+    storage = host.below
+    written: set[tuple] = set()  # every prefix written through the host (so to storage)
+    for now, (op, session, n, gpu_hit) in enumerate(steps):
+        keys = chain(session, n)
+        if op == "write":
+            host.write(keys, float(now))
+            written.update(tuple(keys[:i]) for i in range(1, n + 1))
+        else:
+            hit = min(gpu_hit, n)
+            from_host = host.lookup(keys, hit, n, float(now))
+            from_storage = storage.lookup(keys, hit + from_host, n, float(now))
+            end = hit + from_host + from_storage
+            assert end <= n
+            if from_host:
+                assert tuple(keys[:hit + from_host]) in written, "host served what was never written"
+            if from_storage:
+                assert tuple(keys[:end]) in written, "storage served what was never written"
+                host.write(keys[:end], float(now), through=False)  # promoted into host memory
+        host.check()  # both levels: each block once in its tree, the pools' counts agree
+        for level in (host, storage):
+            assert level.pool.used <= level.pool.capacity
+            assert level.pool.tree == level.cache.cached_tokens
+
+
+def test_what_the_host_tier_evicts_storage_still_serves():
+    host = two_level(host_blocks=4, storage_blocks=64)
+    host.write(chain(1, 4), 0.0)
+    host.write(chain(2, 4), 1.0)   # the host holds four blocks: chain 1 is evicted there
+    assert host.lookup(chain(1, 4), 0, 4, 2.0) == 0
+    assert host.below.lookup(chain(1, 4), 0, 4, 2.0) == 4
+    assert host.below.lookup(chain(1, 4), 2, 4, 2.0) == 2  # beyond the GPU's two blocks
+    assert host.below.stats.written_tokens == 8 * BT
+
+
+def test_a_prefetch_queues_behind_the_reads_before_it_and_stops_when_scheduled():
+    storage = two_level().below              # 1e8 B/s, 1000 B a token: 6.25 blocks a ms
+    blocks, when_free = storage.prefetch(100, queued=0.0, now=1.0)
+    assert blocks == 100                     # 1,600 tokens in 16 ms: all there by 1 s
+    assert when_free == pytest.approx(1e-4 + 100 * BT * 1000.0 / 1e8)
+    storage.busy_until = 0.5                 # the drive reads for others until 0.5 s
+    blocks, when_free = storage.prefetch(100, queued=0.0, now=0.51)
+    # from 0.5 s (after its latency) to 0.51 s: 9.9 ms of reading, 61 blocks
+    assert blocks == int((0.01 - 1e-4) * 1e8 / 1000.0) // BT
+    assert when_free == pytest.approx(0.51)  # the rest is not read: best effort stops there
+    assert storage.prefetch(100, queued=0.0, now=0.4) == (0, 0.5)
+
+
+@pytest.mark.parametrize("name, reads", [("lmcache", "in-step"), ("hicache", "prefetch"),
+                                         ("vllm-native", "")])
+def test_each_offload_reads_its_storage_tier_as_its_engine_does(name, reads):
+    assert OffloadPolicy.named(name, 256).storage_reads == reads
+
+
+@pytest.mark.parametrize("offload", ["none", "vllm-native"])
+def test_a_storage_tier_without_a_host_tier_that_writes_it_is_refused_by_name(offload):
+    from inferasim.config.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="offload_storage_gib"):
+        _agentic(f"engine.kv_offload={offload}", "engine.offload_storage_gib=100")
+
+
+@pytest.mark.parametrize("offload", ["lmcache", "hicache"])
+def test_macro_steps_equal_exact_steps_with_a_storage_tier(offload):
+    from inferasim.report.run_report import replay_summary
+    from inferasim.serve.simulation import simulate
+
+    common = [f"engine.kv_offload={offload}", "engine.offload_host_gib=10",
+              "engine.offload_storage_gib=200", "engine.kv_pool_tokens=120000"]
+    exact = simulate(_agentic(*common, "sim.exact_steps=true"))
+    macro = simulate(_agentic(*common))
+    fa, _ = replay_summary(exact)
+    fb, _ = replay_summary(macro)
+    for col in ("admitted_s", "first_token_s", "finish_s", "storage_tokens"):
+        np.testing.assert_allclose(fb[col], fa[col], rtol=1e-9)
+    assert macro.engines[0].kv.tier.below.stats.hit_tokens > 0
+    macro.engines[0].kv.tier.check()
+
+
+def test_a_storage_tier_serves_what_a_small_host_tier_lost_and_the_replay_gains():
+    from inferasim.report.run_report import replay_summary
+    from inferasim.report.tables import summary_table
+    from inferasim.serve.simulation import simulate
+
+    # past this pool's cliff, a host tier of 10 GiB holds less than one prompt
+    small = ["engine.kv_pool_tokens=120000", "engine.kv_offload=lmcache",
+             "engine.offload_host_gib=10"]
+    _, host_only = replay_summary(simulate(_agentic(*small)))
+    result = simulate(_agentic(*small, "engine.offload_storage_gib=200"))
+    frame, stored = replay_summary(result)
+    assert stored["storage_hit_rate"] > 0.5 > host_only["host_hit_rate"]
+    assert stored["ttft_mean_s"] < 0.8 * host_only["ttft_mean_s"]
+    shares = (stored["first_admission_hit_rate"] + stored["host_hit_rate"]
+              + stored["storage_hit_rate"])
+    assert shares <= 1 + 1e-12
+    offload = stored["kv_offload"]
+    storage = result.engines[0].kv.tier.below
+    assert offload["storage_read_tokens"] == storage.stats.hit_tokens > 0
+    assert offload["bytes_from_storage"] == pytest.approx(
+        offload["storage_read_tokens"] * storage.bytes_per_token)
+    assert frame.storage_tokens.sum() == offload["storage_read_tokens"]
+    assert "storage KV tier" in summary_table(stored, "t")

@@ -26,20 +26,28 @@ def _fmt(value: float, kind: str) -> str:
     return f"{value:.3f}" if kind == "hit" else f"{value:.1f}" if kind == "tok" else f"{value:.2f}"
 
 
-def _shares(r) -> str:
-    """The replay's prompt tokens at first admission: GPU hits / host-tier hits / computed."""
-    return "/".join(f"{r[k]:.2f}" for k in ("simulated_first_admission_hit_rate",
-                                            "simulated_host_hit_rate", "simulated_miss_rate"))
+SHARES = ("simulated_first_admission_hit_rate", "simulated_host_hit_rate",
+          "simulated_miss_rate")
+STORED_SHARES = SHARES[:2] + ("simulated_storage_hit_rate",) + SHARES[2:]
+
+
+def _shares(r, keys) -> str:
+    """The replay's prompt tokens at first admission: GPU hits / host-tier hits (/ storage
+    hits) / computed."""
+    return "/".join(f"{r.get(k, 0.0):.2f}" for k in keys)
 
 
 def _table(rows) -> str:
-    head = ["ladder", "conc", "hit meas", "hit sim", "GPU/host/miss sim", "out tok/s meas",
+    stored = any(r.get("simulated_storage_hit_rate", 0.0) > 0 for r in rows)
+    keys = STORED_SHARES if stored else SHARES
+    shares = "GPU/host/storage/miss sim" if stored else "GPU/host/miss sim"
+    head = ["ladder", "conc", "hit meas", "hit sim", shares, "out tok/s meas",
             "sim", "in tok/s meas", "sim", "TTFT mean meas", "sim", "TTFT p90 meas", "sim"]
     lines = [head]
     for r in rows:
         lines.append([r["ladder"], str(r["concurrency"]),
                       _fmt(r["measured_prefix_hit_rate"], "hit"),
-                      _fmt(r["simulated_prefix_hit_rate"], "hit"), _shares(r),
+                      _fmt(r["simulated_prefix_hit_rate"], "hit"), _shares(r, keys),
                       _fmt(r["measured_output_tok_s"], "tok"),
                       _fmt(r["simulated_output_tok_s"], "tok"),
                       _fmt(r["measured_input_tok_s"], "kilo"),

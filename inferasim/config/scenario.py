@@ -88,6 +88,15 @@ class EngineSpec:
     offload_host_gib: float | None = attrs.field(default=None, metadata=above(0))
     # The tier's unit: LMCache stores and matches whole chunks of 256 tokens (chunk_size).
     offload_chunk_tokens: int = attrs.field(default=256, metadata=at_least(1))
+    # A storage tier behind the host tier (LMCache's local_disk with max_local_disk_size;
+    # HiCache's --hicache-storage-backend file), GiB per instance; None = none (both
+    # engines' default). Written with every host write; docs/engines.md "KV offload".
+    offload_storage_gib: float | None = attrs.field(default=None, metadata=above(0))
+    # What one GPU reads from its drive, bytes/s, and a read's latency: one PCIe Gen5 NVMe
+    # drive per GPU (Micron 9550: 14,000 MB/s sequential read, 60 us typical read latency,
+    # its datasheet as StorageReview tabulates it) [3P].
+    offload_storage_read_bw: float = attrs.field(default=14.0e9, metadata=above(0))
+    offload_storage_latency_s: float = attrs.field(default=60e-6, metadata=at_least(0))
     # A preempted request's computed blocks (prompt and decode) stay cached, so recomputing it
     # matches them (vLLM hashes blocks as they fill); otherwise only what the prompt's
     # completion cached stays (SGLang frees decode tokens uninserted).
@@ -204,6 +213,13 @@ class EngineSpec:
     new_token_ratio_init: float = 0.7
     new_token_ratio_min: float = 0.098
     new_token_ratio_decay_steps: int = 600
+
+    def __attrs_post_init__(self) -> None:
+        # storage is a level behind the host tier: without one it would be ignored
+        if self.offload_storage_gib is not None and self.kv_offload in ("none", "vllm-native"):
+            raise ValueError(
+                f"offload_storage_gib: a storage tier sits behind a host tier that writes to "
+                f"it (kv_offload lmcache or hicache); kv_offload is {self.kv_offload!r}")
 
     @property
     def prompt_budget(self) -> int:

@@ -43,6 +43,7 @@ METRICS = (
     ("prefix_hit_rate", "prefix hit rate", True),
     ("first_admission_hit_rate", "GPU hit rate at admission", True),
     ("host_hit_rate", "host tier hit rate", True),
+    ("storage_hit_rate", "storage tier hit rate", True),
     ("preemptions", "preemptions", False),
     ("gpus", "GPUs", None),
     ("kv_pool_tokens", "KV pool per instance (tokens)", None),

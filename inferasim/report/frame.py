@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 COLUMNS = ("rid", "session", "turn", "instance", "status", "arrival_s", "admitted_s",
-           "first_token_s", "finish_s", "prompt_tokens", "cached_tokens", "host_tokens", "lookup_tokens",
+           "first_token_s", "finish_s", "prompt_tokens", "cached_tokens", "host_tokens", "storage_tokens", "lookup_tokens",
            "lookup_hit_tokens", "output_tokens", "preemptions", "ttft_s", "tpot_ms",
            "itl_mean_ms", "e2e_s", "queue_s", "prefill_s", "transfer_s", "decode_wait_s",
            "chunk_tokens")
@@ -82,6 +82,8 @@ def request_frame(requests: list, tokens_per_step: float = 1.0,
         "cached_tokens": np.fromiter((max(r.cached_first, 0) for r in requests), np.int64, n),
         # prompt tokens a host KV tier served (reloaded, not computed)
         "host_tokens": np.fromiter((r.reload_tokens for r in requests), np.int64, n),
+        # ...and a storage tier behind the host (read from the drive)
+        "storage_tokens": np.fromiter((r.storage_tokens for r in requests), np.int64, n),
         "lookup_tokens": np.fromiter((r.lookup_tokens for r in requests), np.int64, n),
         "lookup_hit_tokens": np.fromiter((r.lookup_hit_tokens for r in requests), np.int64, n),
         "output_tokens": np.fromiter((r.spec.output_tokens for r in requests), np.int64, n),

@@ -49,7 +49,8 @@ def streamed_summary(result, *, percentiles: Sequence[float] | None = None,
 
 #: The columns ``summarize`` reads.
 SUMMARY_COLUMNS = ("status", "arrival_s", "first_token_s", "finish_s", "prompt_tokens",
-                   "cached_tokens", "host_tokens", "lookup_tokens", "lookup_hit_tokens",
+                   "cached_tokens", "host_tokens", "storage_tokens", "lookup_tokens",
+                   "lookup_hit_tokens",
                    "output_tokens", "queue_s", "prefill_s", "transfer_s", "decode_wait_s",
                    "chunk_tokens")
 
@@ -80,6 +81,15 @@ def summary_of(result, frame: pd.DataFrame, *, percentiles: Sequence[float] | No
             "bytes_to_host": float(sum(t.stats.bytes_to_host for t in tiers)),
             "bytes_to_gpu": float(sum(t.stats.bytes_to_gpu for t in tiers)),
         }
+        stores = [t.below for t in tiers if t.below is not None]
+        if stores:
+            summary["kv_offload"].update({
+                "storage_capacity_tokens": int(sum(s.pool.capacity for s in stores)),
+                "storage_written_tokens": int(sum(s.stats.written_tokens for s in stores)),
+                "storage_read_tokens": int(sum(s.stats.hit_tokens for s in stores)),
+                "bytes_to_storage": float(sum(s.stats.bytes_to_host for s in stores)),
+                "bytes_from_storage": float(sum(s.stats.bytes_to_gpu for s in stores)),
+            })
     dp = sc.parallel.dp_attention
     if dp > 1:
         # how the ranks were stepped: together in groups (the engines' way) or apart

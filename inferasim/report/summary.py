@@ -247,9 +247,11 @@ def summarize(frame: pd.DataFrame, *, window_start_s: float, horizon_s: float,
         "prefix_hit_rate": hit,
         # prompt tokens the cache served at each request's first admission
         "first_admission_hit_rate": first_hit,
-        # prompt tokens a host KV tier reloaded (0 without one): GPU hits, host hits and
-        # misses partition the prompts (first_admission_hit_rate + host_hit_rate + the rest)
+        # prompt tokens a host KV tier reloaded (0 without one), and a storage tier behind
+        # it: GPU, host and storage hits and misses partition the prompts
+        # (first_admission_hit_rate + host_hit_rate + storage_hit_rate + the rest)
         "host_hit_rate": float(inwin.host_tokens.sum()) / prompts if prompts else 0.0,
+        "storage_hit_rate": float(inwin.storage_tokens.sum()) / prompts if prompts else 0.0,
         "kv_pool_tokens": int(kv_pool_tokens),
         "gpus": int(gpus),
         "engine_steps": int(steps),

@@ -18,8 +18,8 @@ SUMMARY_ROWS = (
     ("ITL mean / median / p99 (ms)", ("itl_mean_ms", "itl_median_ms", "itl_p99_ms"), "{:.2f}"),
     ("E2E mean / median / p99 (s)", ("e2e_mean_s", "e2e_median_s", "e2e_p99_s"), "{:.2f}"),
     ("prefix hit rate", "prefix_hit_rate", "{:.1%}"),
-    ("first admission: GPU / host hits", ("first_admission_hit_rate", "host_hit_rate"),
-     "{:.1%}"),
+    ("first admission: GPU / host / storage hits",
+     ("first_admission_hit_rate", "host_hit_rate", "storage_hit_rate"), "{:.1%}"),
     ("KV pool (tokens)", "kv_pool_tokens", "{:,d}"),
     ("preemptions", "preemptions", "{:d}"),
     ("evicted tokens", "evictions_tokens", "{:,d}"),
@@ -55,6 +55,11 @@ def summary_table(summary: dict[str, Any], title: str) -> str:
                      f"{offload['host_capacity_tokens']:,d} tokens, "
                      f"{offload['bytes_to_host'] / 1e9:,.1f} GB written, "
                      f"{offload['bytes_to_gpu'] / 1e9:,.1f} GB reloaded")
+        if "storage_capacity_tokens" in offload:
+            lines.append(f"{'storage KV tier':<{width}}  "
+                         f"{offload['storage_capacity_tokens']:,d} tokens, "
+                         f"{offload['bytes_to_storage'] / 1e9:,.1f} GB written, "
+                         f"{offload['bytes_from_storage'] / 1e9:,.1f} GB read")
     if summary.get("prefill_kv_pool_tokens") is not None:
         lines.append(f"{'KV pool, prefill (tokens)':<{width}}  "
                      f"{summary['prefill_kv_pool_tokens']:,d} (the row above: a decode "

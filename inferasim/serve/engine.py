@@ -418,7 +418,7 @@ class EngineInstance(EngineCore):
                               width=self.width)
             times[j] = self.oracle.step_seconds(batch)
         times[0] += self.reload_stall(step, float(times[0]))
-        req.reload_pending = 0
+        req.reload_pending = req.storage_pending = 0
         t0 = env.now
         ends = step_ends(t0, times)
         self._plan = (ends, k) if decodes else None

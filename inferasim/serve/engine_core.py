@@ -258,7 +258,10 @@ class EngineCore:
         tokens = sum(r.reload_pending for r, _ in step.prefills)
         if not tokens:
             return 0.0
-        load = tier.reload_seconds(tokens)
+        load = tier.reload_seconds(tokens)  # everything loaded crosses the host link
+        if tier.below is not None and tier.policy.storage_reads == "in-step":
+            # a blocking read from the drive into host memory first
+            load += tier.below.reload_seconds(sum(r.storage_pending for r, _ in step.prefills))
         return load if tier.policy.reload == "in-step" else max(0.0, load - compute_s)
 
     def apply_step(self, step: Step, seconds: float, now: float) -> None:
@@ -276,7 +279,7 @@ class EngineCore:
         # token in it and joins the set after them, to decode from the next step on.
         decoders = len(self.decoding)
         for req, chunk in step.prefills:
-            req.reload_pending = 0
+            req.reload_pending = req.storage_pending = 0
             req.computed += chunk
             if req.computed >= req.target:
                 self.prompt_done(req, now)

@@ -32,7 +32,7 @@ class KVManager:
         self.window = window_tokens
         self.counter = counter if counter is not None else PrefixCounter()
         self.held = 0  # finished requests whose KV stays pinned for a transfer (holds_kv)
-        self.tier = None  # a host KV tier behind the pool (serve/offload.HostTier), if any
+        self.tier = None  # a host KV tier behind the pool (serve/offload.KVTier), if any
         # A preallocation first matches this cache (a vLLM decode instance counts its own
         # hits before it pulls the rest: get_num_new_matched_tokens, engines.md 6)
         self.prealloc_matches = False
@@ -124,12 +124,15 @@ class KVManager:
         self.cache.lock(node)
         tail = self.pages(req.target - hit)
         tier = self.tier
-        host = 0  # prompt tokens the host tier holds beyond the GPU's hit: loaded, not computed
+        # prompt blocks the host tier holds beyond the GPU's hit, and the storage tier beyond
+        # the host's: loaded, not computed
+        host = stored = 0
+        drive_free = 0.0
         if tier is not None and not req.prefilled:
-            host = tier.peek(req.match_keys, hit // self.bt, self._matchable_blocks(req))
-            host *= self.bt
+            host, stored, drive_free = self._tier_blocks(req, hit // self.bt, now)
+        loaded = (host + stored) * self.bt
         if first_chunk is not None and not req.prefilled:
-            first = self.pages(min(req.target - hit, host + first_chunk))
+            first = self.pages(min(req.target - hit, loaded + first_chunk))
             gate = (tail if gate_whole else first) + self.window
             tail = first
         else:
@@ -147,17 +150,53 @@ class KVManager:
         req.private, req.node, req.tree_tokens, req.computed = tail, node, hit, hit
         req.window = self.window
         if tier is not None and not req.prefilled:
-            tier.lookup(req.match_keys, hit // self.bt, self._matchable_blocks(req), now)
-            if host:
-                tier.count_reload(host)
-                req.computed = hit + host
-                req.reload_tokens += host
-                req.reload_pending = host
+            self._load_from_tiers(req, hit // self.bt, host, stored, drive_free, now)
         if req.prefilled:
             req.computed = req.target  # the transferred KV lands in the allocated pages
         if req.cached_first < 0:
             req.cached_first = min(hit, req.spec.prompt_tokens)
         return True
+
+    def _tier_blocks(self, req: LiveRequest, gpu_blocks: int,
+                     now: float) -> tuple[int, int, float]:
+        """(host, storage) blocks the tiers would serve beyond the GPU's ``gpu_blocks``, each
+        continuing the prefix where the one above stopped, and when the drive is free after
+        this request's read; a storage read prefetched while the request queues counts only
+        what has arrived by ``now``."""
+        tier, most = self.tier, self._matchable_blocks(req)
+        host = tier.peek(req.match_keys, gpu_blocks, most)
+        below = tier.below
+        if below is None:
+            return host, 0, 0.0
+        stored = below.peek(req.match_keys, gpu_blocks + host, most)
+        if tier.policy.storage_reads == "prefetch":
+            stored, free = below.prefetch(stored, req.arrival, now)
+            return host, stored, free
+        return host, stored, below.busy_until
+
+    def _load_from_tiers(self, req: LiveRequest, gpu_blocks: int, host: int, stored: int,
+                         drive_free: float, now: float) -> None:
+        """Admission takes what the tiers serve: each tier's hit refreshed and counted, what
+        storage served written back into host memory, the tokens loaded rather than computed
+        and what the first prefill step still waits for."""
+        tier, most = self.tier, self._matchable_blocks(req)
+        tier.lookup(req.match_keys, gpu_blocks, most, now)
+        if host:
+            tier.count_reload(host * self.bt)
+        if tier.below is not None:
+            tier.below.lookup(req.match_keys, gpu_blocks + host, most, now)
+            tier.below.busy_until = drive_free
+        if stored:
+            end = gpu_blocks + host + stored
+            tier.below.count_reload(stored * self.bt)
+            tier.write(req.match_keys[:end], now, through=False)
+        loaded = (host + stored) * self.bt
+        if loaded:
+            req.computed = req.tree_tokens + loaded
+            req.reload_tokens += host * self.bt
+            req.storage_tokens += stored * self.bt
+            req.reload_pending = loaded
+            req.storage_pending = stored * self.bt
 
     def _count(self, req: LiveRequest, hit: int) -> None:
         """Add one lookup to the engine's prefix-cache counter (vLLM: the request's tokens so

@@ -58,6 +58,11 @@ class LiveRequest:
     # of them the engine still has to wait for in the step that first prefills the request
     reload_tokens: int = 0
     reload_pending: int = 0
+    # (reload_tokens: the host tier's share; reload_pending: everything loaded). Those a
+    # storage tier behind the host served, and how many of them the first step reads
+    # from the drive
+    storage_tokens: int = 0
+    storage_pending: int = 0
     prefill_admitted: float = NAN
     prefill_done: float = NAN
     transfer_done: float = NAN

@@ -15,6 +15,15 @@ capacity. What is written and when, how a reload is overlapped, is the policy's
   step waits only for what the load takes beyond the step's own compute.
 * ``vllm-native`` (vLLM's OffloadingConnector): blocks the GPU cache evicts are written
   back; a reload is asynchronous, the request waiting for it outside any step.
+
+Behind the host tier an optional storage tier (local NVMe; ``engine.offload_storage_gib``)
+holds what the host tier is written, as LMCache puts every chunk to all its backends and
+HiCache backs host pages up to its storage backend. A prompt is served by the tiers in order
+(GPU, then host, then storage, each continuing the prefix where the one above stopped), and
+what storage serves is written back into host memory. How a storage read reaches the GPU is
+the policy's: LMCache's blocking get runs before the forward (the step waits for the drive
+and the host link); HiCache prefetches from storage while the request queues and, under its
+default best-effort policy, keeps what arrived by the time the request is scheduled.
 """
 
 from __future__ import annotations
@@ -36,13 +45,17 @@ class OffloadPolicy:
     reload: str            # "in-step" (the step waits), "overlapped" (layer by layer with
     #                        the step's compute), "async" (the request waits, not the step)
     chunk_tokens: int      # the tier's unit: only whole chunks are stored and matched
+    # How a storage tier's hit reaches the host: "in-step" (a blocking read before the
+    # forward, LMCache's StorageManager.get), "prefetch" (read while the request queues,
+    # HiCache's best-effort prefetch), "" (the connector has no storage level)
+    storage_reads: str = ""
 
     @classmethod
     def named(cls, name: str, chunk_tokens: int) -> OffloadPolicy:
         if name == "lmcache":
-            return cls(name, "computed", "in-step", chunk_tokens)
+            return cls(name, "computed", "in-step", chunk_tokens, "in-step")
         if name == "hicache":
-            return cls(name, "cached", "overlapped", chunk_tokens)
+            return cls(name, "cached", "overlapped", chunk_tokens, "prefetch")
         if name == "vllm-native":
             return cls(name, "evicted", "async", chunk_tokens)
         raise ValueError(f"unknown kv_offload {name!r}; one of {OFFLOADS}")
@@ -58,13 +71,21 @@ class TierStats:
     bytes_to_gpu: float = 0.0
 
 
-class HostTier:
-    """Host memory behind one engine instance's GPU pool: ``capacity_tokens`` of KV, reached
-    over ``link_bytes_per_s`` per GPU (every GPU moves its own shard at once, so a token costs
-    ``bytes_per_token`` per GPU over one GPU's link)."""
+class KVTier:
+    """One level below an engine instance's GPU pool (``name``: host memory, or storage
+    behind it): ``capacity_tokens`` of KV, read over ``link_bytes_per_s`` per GPU (every GPU
+    moves its own shard at once, so a token costs ``bytes_per_token`` per GPU over one GPU's
+    link: the host link, or the drive a GPU reads from). ``below``: the storage tier behind
+    a host tier, written through."""
 
     def __init__(self, policy: OffloadPolicy, capacity_tokens: int, block_tokens: int,
-                 bytes_per_token: float, link_bytes_per_s: float, latency_s: float = 0.0):
+                 bytes_per_token: float, link_bytes_per_s: float, latency_s: float = 0.0,
+                 name: str = "host"):
+        self.name = name
+        self.below: KVTier | None = None
+        # when the link is free of the prefetches already begun (reads queue behind each
+        # other: one drive per GPU)
+        self.busy_until = 0.0
         self.policy = policy
         self.pool = KVPool(capacity_tokens)
         self.cache = RadixCache(self.pool, block_tokens, "leaf-lru")
@@ -79,9 +100,12 @@ class HostTier:
     def _whole_chunks(self, blocks: int) -> int:
         return blocks - blocks % self.chunk_blocks
 
-    def write(self, keys: np.ndarray, now: float) -> int:
+    def write(self, keys: np.ndarray, now: float, through: bool = True) -> int:
         """Store the whole chunks of ``keys`` the tier does not hold yet, evicting its LRU
-        leaves for them; returns the tokens written (0 when even an empty tier is too small)."""
+        leaves for them, and (``through``) the same in the tier below; returns the tokens this
+        tier wrote (0 when even an empty tier is too small)."""
+        if through and self.below is not None:
+            self.below.write(keys, now)
         n = self._whole_chunks(len(keys))
         if n <= 0:
             return 0
@@ -122,10 +146,24 @@ class HostTier:
         return extra
 
     def reload_seconds(self, tokens: int) -> float:
-        """Host to GPU time of ``tokens`` of KV, every GPU loading its own shard."""
+        """Time to read ``tokens`` of KV over this tier's link (host to GPU; drive to host),
+        every GPU moving its own shard."""
         if tokens <= 0:
             return 0.0
         return self.latency + tokens * self.bytes_per_token / self.link
+
+    def prefetch(self, blocks: int, queued: float, now: float) -> tuple[int, float]:
+        """A prefetch of ``blocks`` asked for when the request was queued at ``queued``, which
+        starts once the link has finished the reads begun before it and stops at ``now`` (the
+        request is scheduled): (the whole chunks that arrived, which HiCache's best-effort
+        policy keeps and recomputes the rest of; when the link is free again)."""
+        if blocks <= 0:
+            return 0, self.busy_until
+        start = max(queued, self.busy_until)
+        end = min(now, start + self.reload_seconds(blocks * self.bt))
+        moved = (end - start - self.latency) * self.link / self.bytes_per_token
+        arrived = int(moved) // self.bt if moved > 0 else 0
+        return self._whole_chunks(min(blocks, arrived)), max(end, self.busy_until)
 
     def count_reload(self, tokens: int) -> None:
         self.stats.hit_tokens += tokens
@@ -133,4 +171,6 @@ class HostTier:
 
     def check(self) -> None:
         self.cache.check()
-        assert self.pool.private == 0, "a host write left tokens outside the tier's tree"
+        assert self.pool.private == 0, f"a {self.name} write left tokens outside the tier's tree"
+        if self.below is not None:
+            self.below.check()

@@ -22,7 +22,7 @@ from inferasim.serve.kv_link import ChunkStream, KVLink
 from inferasim.serve.kv_manager import KVManager
 from inferasim.serve.live import LiveRequest
 from inferasim.serve.lockstep import LockstepGroup
-from inferasim.serve.offload import HostTier, OffloadPolicy
+from inferasim.serve.offload import KVTier, OffloadPolicy
 from inferasim.serve.router import Router
 
 OracleFactory = Callable[[Scenario, bool], object]
@@ -66,11 +66,13 @@ def full_kv_bytes_per_token(scenario: Scenario) -> float:
 
 
 def attach_host_tier(env: simpy.Environment, scenario: Scenario, kv: KVManager, plan,
-                     block_tokens: int) -> HostTier:
+                     block_tokens: int) -> KVTier:
     """A host KV tier behind ``kv``'s pool (``engine.kv_offload``): its capacity from
     ``engine.offload_host_gib`` over the instance's attention-DP ranks (default: twice the
     GPU pool, HiCache's ratio 2), each token's distinct KV stored once; a reload moves each
-    GPU's shard over its own host link (``gpu.host_link_bw_per_dir``)."""
+    GPU's shard over its own host link (``gpu.host_link_bw_per_dir``). With
+    ``engine.offload_storage_gib``, a storage tier behind it, each GPU reading its shard
+    from its own drive (``engine.offload_storage_read_bw``)."""
     eng, gpu = scenario.engine, scenario.gpu
     if gpu.host_link_bw_per_dir <= 0:
         raise ConfigError(f"{gpu.name} records no host link (gpu.host_link_bw_per_dir), which "
@@ -82,8 +84,18 @@ def attach_host_tier(env: simpy.Environment, scenario: Scenario, kv: KVManager, 
         per_rank = eng.offload_host_gib * 2**30 / scenario.parallel.dp_attention
         capacity = int(per_rank // distinct)
     policy = OffloadPolicy.named(eng.kv_offload, eng.offload_chunk_tokens)
-    tier = HostTier(policy, capacity, block_tokens, bytes_per_token=plan.kv_bytes_per_token,
-                    link_bytes_per_s=gpu.host_link_bw_per_dir)
+    tier = KVTier(policy, capacity, block_tokens, bytes_per_token=plan.kv_bytes_per_token,
+                  link_bytes_per_s=gpu.host_link_bw_per_dir)
+    if eng.offload_storage_gib is not None:
+        if not policy.storage_reads:
+            raise ConfigError(f"kv_offload {policy.name!r} offloads to host memory only; a "
+                              "storage tier sits behind lmcache (local_disk) or hicache "
+                              "(--hicache-storage-backend)", key="engine.offload_storage_gib")
+        per_rank = eng.offload_storage_gib * 2**30 / scenario.parallel.dp_attention
+        tier.below = KVTier(policy, int(per_rank // distinct), block_tokens,
+                            bytes_per_token=plan.kv_bytes_per_token,
+                            link_bytes_per_s=eng.offload_storage_read_bw,
+                            latency_s=eng.offload_storage_latency_s, name="storage")
     kv.tier = tier
     if policy.writes == "evicted":
         kv.cache.on_evict = lambda keys: tier.write(keys, env.now)

@@ -300,8 +300,10 @@ def compare_row(rung: Rung, summary: dict[str, Any]) -> dict[str, Any]:
         row[f"simulated_{m}"] = float(summary[m])
     row["simulated_first_admission_hit_rate"] = float(summary["first_admission_hit_rate"])
     row["simulated_host_hit_rate"] = float(summary.get("host_hit_rate", 0.0))
+    row["simulated_storage_hit_rate"] = float(summary.get("storage_hit_rate", 0.0))
     row["simulated_miss_rate"] = max(0.0, 1.0 - row["simulated_first_admission_hit_rate"]
-                                     - row["simulated_host_hit_rate"])
+                                     - row["simulated_host_hit_rate"]
+                                     - row["simulated_storage_hit_rate"])
     row["simulated_requests"] = int(summary["requests_completed"])
     row["simulated_preemptions"] = int(summary["preemptions"])
     return row
@@ -330,16 +332,18 @@ def cliff(rows: Sequence[dict[str, Any]], prefix: str) -> tuple[int, int] | None
     measurement records no hit rate, whose mean TTFT grows more than 5x (both sides judged
     alike)."""
     by_ttft = any(math.isnan(r["measured_prefix_hit_rate"]) for r in rows)
-    tiered = prefix == "simulated" and any(r.get("simulated_host_hit_rate", 0.0) > 0
-                                           for r in rows)
+    tiered = prefix == "simulated" and any(
+        r.get("simulated_host_hit_rate", 0.0) + r.get("simulated_storage_hit_rate", 0.0) > 0
+        for r in rows)
 
     def hit(r: dict[str, Any]) -> float:
         if by_ttft:
             return math.nan
-        # with a host tier the cliff is where the cache as a whole (GPU and host) stops
-        # serving the prompts, not where the GPU's share falls
+        # with offload tiers the cliff is where the cache as a whole (GPU, host, storage)
+        # stops serving the prompts, not where the GPU's share falls
         if tiered:
-            return r["simulated_first_admission_hit_rate"] + r["simulated_host_hit_rate"]
+            return (r["simulated_first_admission_hit_rate"] + r["simulated_host_hit_rate"]
+                    + r.get("simulated_storage_hit_rate", 0.0))
         return r[f"{prefix}_prefix_hit_rate"]
 
     return cliff_between([{"concurrency": r["concurrency"], "prefix_hit_rate": hit(r),
