@@ -190,6 +190,29 @@ def test_a_host_tier_moves_the_cliff_and_the_table_splits_the_hits():
         + past["simulated_miss_rate"] == pytest.approx(1.0)
 
 
+def test_a_storage_tier_serves_what_the_host_tier_runs_out_of_and_the_table_says_so():
+    # past 32 lanes LMCache's default host tier (twice the GPU pool) holds too little of the
+    # MXFP4 ladder's contexts; a drive behind it serves them instead of the prefill
+    # (docs/engines.md, "A storage tier behind the host tier")
+    csv = shared_data("agentx-measured", "agentx_dev_ladders.csv")
+    shared_data("agentx-traces", "traces_v8_present.jsonl.gz")
+    args = ["validate", "agentx", str(csv), "--concurrency", "40", "--ladder", "fp4 1x",
+            "--jobs", "1", "--seeds", "1", "--set", "engine.kv_offload=lmcache"]
+    host = json.loads(CliRunner().invoke(cli, [*args, "--json"]).stdout)["rows"][0]
+    stored = CliRunner().invoke(cli, [*args, "--set", "engine.offload_storage_gib=1000"])
+    assert stored.exit_code == 0, stored.output
+    assert "GPU/host/storage/miss sim" in stored.output
+    data = json.loads(CliRunner().invoke(
+        cli, [*args, "--set", "engine.offload_storage_gib=1000", "--json"]).stdout)
+    row = data["rows"][0]
+    assert row["simulated_storage_hit_rate"] > 0.5 and host["simulated_miss_rate"] > 0.5
+    assert row["simulated_miss_rate"] < 0.5 * host["simulated_miss_rate"]
+    assert row["simulated_output_tok_s"] > 1.3 * host["simulated_output_tok_s"]
+    assert sum(row[k] for k in ("simulated_first_admission_hit_rate", "simulated_host_hit_rate",
+                                "simulated_storage_hit_rate", "simulated_miss_rate")) \
+        == pytest.approx(1.0)
+
+
 def test_held_out_ladders_are_priced_by_their_part_and_engine_below_the_cliff(
         table, corpus_table):
     # issue 29's done-mean on the development ladders: output tok/s of a rung before the
