@@ -112,6 +112,19 @@ def test_offload_against_more_gpus_side_by_side():
     assert "A price: mi355x at 2.50 USD per GPU-hour (--price)" in table
 
 
+def test_a_disk_behind_the_dram_against_the_dram_alone_prints_each_tiers_share():
+    # past the DRAM's reach (200 GiB here) the disk serves the prompts the DRAM lost
+    disk = "scenarios/agentic/kimi-k27-lmcache-disk-mi355x-vllm-tp8.yaml"
+    result = invoke("compare", disk, OFFLOAD, "--set", "workload.concurrency=48",
+                    "--max-num-seqs", 48, "--set", "workload.duration_s=300",
+                    "--set", "engine.offload_host_gib=200", "--json")
+    assert result.exit_code == 0, result.output
+    rows = {r["metric"]: r for r in json.loads(result.stdout)["rows"]}
+    assert rows["storage_hit_rate"]["a"] > 0.2 and rows["storage_hit_rate"]["b"] == 0.0
+    assert rows["ttft_mean_s"]["a"] < rows["ttft_mean_s"]["b"]
+    assert rows["output_tok_s"]["a"] > rows["output_tok_s"]["b"]
+
+
 def test_a_dynamo_family_against_colocated_trt_reports_each_pool():
     dynamo = "scenarios/inferencemax/dsr1-b200-dynamo-trt-fp8-disagg.yaml"
     trt = "scenarios/inferencemax/dsr1-b200-trt-fp8-tp8.yaml"
