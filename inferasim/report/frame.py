@@ -12,8 +12,9 @@ import numpy as np
 import pandas as pd
 
 COLUMNS = ("rid", "session", "turn", "instance", "status", "arrival_s", "admitted_s",
-           "first_token_s", "finish_s", "prompt_tokens", "cached_tokens", "host_tokens", "storage_tokens", "lookup_tokens",
-           "lookup_hit_tokens", "output_tokens", "preemptions", "ttft_s", "tpot_ms",
+           "first_token_s", "finish_s", "prompt_tokens", "cached_tokens", "host_tokens",
+           "storage_tokens", "lookup_tokens", "lookup_hit_tokens", "output_tokens",
+           "preemptions", "ttft_s", "tpot_ms",
            "itl_mean_ms", "e2e_s", "queue_s", "prefill_s", "transfer_s", "decode_wait_s",
            "chunk_tokens")
 

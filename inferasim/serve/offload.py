@@ -64,11 +64,11 @@ class OffloadPolicy:
 @attrs.define(slots=True)
 class TierStats:
     lookups: int = 0
-    lookup_tokens: int = 0       # prompt tokens asked of the tier (beyond the GPU's hit)
+    lookup_tokens: int = 0       # prompt tokens asked of the tier (beyond the tiers above)
     hit_tokens: int = 0          # of which it served (reloaded)
     written_tokens: int = 0
-    bytes_to_host: float = 0.0
-    bytes_to_gpu: float = 0.0
+    bytes_to_host: float = 0.0   # written into the tier (for storage: onto the drive)
+    bytes_to_gpu: float = 0.0    # read out of it (for storage: into host memory)
 
 
 class KVTier:
