@@ -26,28 +26,31 @@ def _fmt(value: float, kind: str) -> str:
     return f"{value:.3f}" if kind == "hit" else f"{value:.1f}" if kind == "tok" else f"{value:.2f}"
 
 
-SHARES = ("simulated_first_admission_hit_rate", "simulated_host_hit_rate",
-          "simulated_miss_rate")
-STORED_SHARES = SHARES[:2] + ("simulated_storage_hit_rate",) + SHARES[2:]
+SHARES = (("GPU", "simulated_first_admission_hit_rate"), ("host", "simulated_host_hit_rate"),
+          ("storage", "simulated_storage_hit_rate"), ("miss", "simulated_miss_rate"))
 
 
-def _shares(r, keys) -> str:
-    """The replay's prompt tokens at first admission: GPU hits / host-tier hits (/ storage
-    hits) / computed."""
-    return "/".join(f"{r.get(k, 0.0):.2f}" for k in keys)
+def _share_columns(rows) -> list[tuple[str, str]]:
+    """The shares the replay's prompt tokens split into at first admission: GPU hits,
+    host-tier hits, storage-tier hits where a storage tier served, computed."""
+    stored = any(r.get("simulated_storage_hit_rate", 0.0) > 0 for r in rows)
+    return [s for s in SHARES if stored or s[0] != "storage"]
+
+
+def _shares(r, columns) -> str:
+    return "/".join(f"{r.get(k, 0.0):.2f}" for _, k in columns)
 
 
 def _table(rows) -> str:
-    stored = any(r.get("simulated_storage_hit_rate", 0.0) > 0 for r in rows)
-    keys = STORED_SHARES if stored else SHARES
-    shares = "GPU/host/storage/miss sim" if stored else "GPU/host/miss sim"
+    columns = _share_columns(rows)
+    shares = "/".join(name for name, _ in columns) + " sim"
     head = ["ladder", "conc", "hit meas", "hit sim", shares, "out tok/s meas",
             "sim", "in tok/s meas", "sim", "TTFT mean meas", "sim", "TTFT p90 meas", "sim"]
     lines = [head]
     for r in rows:
         lines.append([r["ladder"], str(r["concurrency"]),
                       _fmt(r["measured_prefix_hit_rate"], "hit"),
-                      _fmt(r["simulated_prefix_hit_rate"], "hit"), _shares(r, keys),
+                      _fmt(r["simulated_prefix_hit_rate"], "hit"), _shares(r, columns),
                       _fmt(r["measured_output_tok_s"], "tok"),
                       _fmt(r["simulated_output_tok_s"], "tok"),
                       _fmt(r["measured_input_tok_s"], "kilo"),
@@ -239,14 +242,16 @@ def _outputs_line(scales) -> str:
 
 def _markdown(rows, cliffs, scores, hold_out: str, seeds: list[int | None], scales) -> str:
     """The table, cliffs and scores as Markdown, each rung measured beside simulated."""
-    lines = ["| ladder | conc | hit meas / sim | GPU / host / miss sim | out tok/s meas / sim "
+    columns = _share_columns(rows)
+    shares = " / ".join(name for name, _ in columns) + " sim"
+    lines = [f"| ladder | conc | hit meas / sim | {shares} | out tok/s meas / sim "
              "| in tok/s meas / sim | TTFT mean meas / sim (s) |", "|---|---:|---|---|---|---|---|"]
     def pair(r, metric: str, kind: str) -> str:
         return f"{_fmt(r[f'measured_{metric}'], kind)} / {_fmt(r[f'simulated_{metric}'], kind)}"
 
     for r in rows:
         lines.append(f"| {r['ladder']} | {r['concurrency']} | {pair(r, 'prefix_hit_rate', 'hit')} "
-                     f"| {_shares(r)} "
+                     f"| {_shares(r, columns)} "
                      f"| {pair(r, 'output_tok_s', 'tok')} | {pair(r, 'input_tok_s', 'kilo')} "
                      f"| {pair(r, 'ttft_mean_s', 's')} |")
     lines.append("")
