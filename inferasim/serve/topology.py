@@ -86,11 +86,7 @@ def attach_host_tier(env: simpy.Environment, scenario: Scenario, kv: KVManager, 
     policy = OffloadPolicy.named(eng.kv_offload, eng.offload_chunk_tokens)
     tier = KVTier(policy, capacity, block_tokens, bytes_per_token=plan.kv_bytes_per_token,
                   link_bytes_per_s=gpu.host_link_bw_per_dir)
-    if eng.offload_storage_gib is not None:
-        if not policy.storage_reads:
-            raise ConfigError(f"kv_offload {policy.name!r} offloads to host memory only; a "
-                              "storage tier sits behind lmcache (local_disk) or hicache "
-                              "(--hicache-storage-backend)", key="engine.offload_storage_gib")
+    if eng.offload_storage_gib is not None:  # EngineSpec refused it without a host writer
         per_rank = eng.offload_storage_gib * 2**30 / scenario.parallel.dp_attention
         tier.below = KVTier(policy, int(per_rank // distinct), block_tokens,
                             bytes_per_token=plan.kv_bytes_per_token,
