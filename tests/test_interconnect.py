@@ -43,7 +43,7 @@ def _links(*overrides):
 @pytest.mark.parametrize("name, nic, domain", [
     ("h100", 50e9, 8), ("h200", 50e9, 8), ("b200", 100e9, 8), ("gb200", 100e9, 72),
     ("b300", 100e9, 8), ("gb300", 100e9, 72), ("mi300x", 50e9, 8), ("mi325x", 50e9, 8),
-    ("mi350x", 50e9, 8), ("mi355x", 50e9, 8), ("l4", 0.0, 8)])
+    ("mi350x", 50e9, 8), ("mi355x", 50e9, 8), ("l4", 0.0, 8), ("a100", 25e9, 8)])
 def test_catalog_records_each_parts_nic_and_domain(name, nic, domain):
     gpu = load_scenario(None, [f"gpu.name={name}"], check_fit=False).gpu
     assert gpu.scaleout_bw_per_gpu == nic  # 0 on L4: unknown

@@ -37,7 +37,7 @@ class GpuSpec:
     hbm_bytes: float
     hbm_bw: float
     bf16_flops: float
-    fp8_flops: float
+    fp8_flops: float | None  # None: no fp8 tensor cores (Ampere, Ada's L4 has them)
     fp4_flops: float | None
     scaleup_bw_per_dir: float
     scaleup_domain: int
@@ -93,8 +93,10 @@ class GpuSpec:
     def peak_flops(self, dtype: str) -> float:
         if dtype in ("mxfp4", "nvfp4", "fp4") and self.fp4_flops:
             return self.fp4_flops
-        if dtype in ("fp8", "int8", "mxfp4", "nvfp4", "fp4"):
+        if dtype in ("fp8", "int8", "mxfp4", "nvfp4", "fp4") and self.fp8_flops:
             # 4-bit weights without native 4-bit math run as fp8 (or dequantised) GEMMs.
             return self.fp8_flops
+        # Without fp8 math (Ampere) fp8 and 4-bit weights are weight-only: dequantised into
+        # bf16 GEMMs (Marlin's W8A16 / W4A16 kernels), so the math runs at the bf16 rate.
         # int4 checkpoints are W4A16: the math runs in bf16.
         return self.bf16_flops
