@@ -99,14 +99,27 @@ def test_a_group_not_a_multiple_of_the_domain_spreads_evenly():
 R1_EP16 = ["model.name=deepseek-r1", "parallel.tp=16", "parallel.ep=16"]
 
 
-def test_ep_alltoall_inside_the_domain_is_priced_as_before():
+def test_ep_alltoall_inside_the_domain_pays_a_hop_per_moe_layer():
     o = _oracle("model.name=deepseek-r1", "gpu.name=b200", "parallel.tp=8", "parallel.ep=8")
     w, gpu = o.work, o.gpu
+    # DeepSeek-R1: 61 layers, the first 3 dense; each MoE layer dispatches and combines
+    assert w.alltoalls_per_step == 58
     bw = gpu.scaleup_bw_per_dir * gpu.efficiency.collective
     ring = 2.0 * (w.tp - 1) / w.tp * w.allreduce_bytes_per_token * TOKENS / bw
-    before = w.allreduces_per_step * (ring + gpu.collective_latency_s * math.log2(w.tp))
-    before += w.alltoall_bytes_per_token * TOKENS / bw + 2 * gpu.collective_latency_s
-    assert o._comm_seconds(TOKENS) == before
+    expected = w.allreduces_per_step * (ring + gpu.collective_latency_s * math.log2(w.tp))
+    expected += w.alltoall_bytes_per_token * TOKENS / bw + 2 * 58 * gpu.collective_latency_s
+    assert o._comm_seconds(TOKENS) == pytest.approx(expected, rel=1e-12)
+    # the latency is paid per round, the bytes once: a single-round call is 57 x 2 hops less
+    one = alltoall_seconds(gpu, w.alltoall_bytes_per_token, TOKENS, 8)
+    every = alltoall_seconds(gpu, w.alltoall_bytes_per_token, TOKENS, 8, rounds=58)
+    assert every - one == pytest.approx(2 * 57 * gpu.collective_latency_s, rel=1e-9)
+
+
+def test_a_dense_model_or_a_layout_without_ep_has_no_alltoall_rounds():
+    assert _oracle("model.name=llama-3.1-70b", "gpu.name=h100", "parallel.tp=8") \
+        .work.alltoalls_per_step == 0
+    assert _oracle("model.name=deepseek-r1", "gpu.name=b200", "parallel.tp=8") \
+        .work.alltoalls_per_step == 0
 
 
 def test_ep16_alltoall_is_cheaper_in_one_nvl72_rack_than_over_two_hgx_nodes():

@@ -81,26 +81,26 @@ def allreduce_seconds(gpu: GpuSpec, bytes_per_token: float, tokens: float, ranks
 
 
 def alltoall_seconds(gpu: GpuSpec, remote_bytes_per_token: float, tokens: float,
-                     ranks: int) -> float:
-    """Expert-parallel dispatch + combine over ``ranks`` GPUs; ``remote_bytes_per_token`` is
-    the token's traffic to the other ranks ((ranks - 1) / ranks of its expert traffic under
-    uniform routing).
+                     ranks: int, rounds: int = 1) -> float:
+    """Expert-parallel dispatch + combine over ``ranks`` GPUs, ``rounds`` times (once per MoE
+    layer); ``remote_bytes_per_token`` is the token's traffic to the other ranks over all
+    the rounds ((ranks - 1) / ranks of its expert traffic under uniform routing).
 
     Of that, the (d - 1) / (ranks - 1) share to ranks of the sender's own domain of d goes on
     the scale-up links and the rest on its NIC; the two run at once, so the slower sets the
-    time. Each of the two phases pays a scale-up hop, and a scale-out one when traffic
-    leaves the domain."""
+    time. Each of the two phases of every round pays a scale-up hop, and a scale-out one
+    when traffic leaves the domain."""
     up = gpu.scaleup_bw_per_dir * gpu.efficiency.collective
     spanned, per_domain = domains_spanned(gpu, ranks)
     if spanned == 1:
-        return remote_bytes_per_token * tokens / up + 2 * gpu.collective_latency_s
+        return remote_bytes_per_token * tokens / up + 2 * rounds * gpu.collective_latency_s
     out = scaleout_bw(gpu, None, "an all-to-all across scale-up domains") \
         * gpu.efficiency.collective
     remote = remote_bytes_per_token * tokens
     inside = remote * (per_domain - 1) / (ranks - 1)
     leaving = remote * (ranks - per_domain) / (ranks - 1)
     return max(inside / up, leaving / out) \
-        + 2 * (gpu.collective_latency_s + gpu.scaleout_latency_s)
+        + 2 * rounds * (gpu.collective_latency_s + gpu.scaleout_latency_s)
 
 
 @attrs.frozen

@@ -51,6 +51,10 @@ class StepWork:
     # ranks, one rank's tokens).
     attn_allreduces_per_step: int = 0
     attn_tp: int = 1
+    # Dispatch-and-combine rounds per forward: one per MoE layer under EP, each its own pair
+    # of kernels that waits for its peers, so each pays the hops' latency (the bytes above
+    # are the sum over the rounds).
+    alltoalls_per_step: int = 0
 
 
 def step_work(scenario: Scenario) -> StepWork:
@@ -92,6 +96,7 @@ def step_work(scenario: Scenario) -> StepWork:
         n_allreduce = model.num_layers if par.tp > 1 else 0
         n_attn_allreduce = model.num_layers if par.attn_tp > 1 else 0
     a2a = 0.0
+    moe_layers = 0
     if par.ep > 1 and model.ffn.is_moe:
         moe_layers = model.num_layers - model.ffn.first_k_dense
         # Under EP the MoE output is combined by the all-to-all, not reduced.
@@ -103,4 +108,4 @@ def step_work(scenario: Scenario) -> StepWork:
                     lm_head_bytes=lm_params * 2.0 / par.tp, allreduce_bytes_per_token=hidden_bytes,
                     allreduces_per_step=n_allreduce, tp=par.tp, alltoall_bytes_per_token=a2a,
                     ep=par.ep if a2a else 1, attn_allreduces_per_step=n_attn_allreduce,
-                    attn_tp=par.attn_tp)
+                    attn_tp=par.attn_tp, alltoalls_per_step=moe_layers)

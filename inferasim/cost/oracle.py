@@ -182,7 +182,8 @@ class AnalyticOracle:
             t += w.attn_allreduces_per_step * allreduce_seconds(
                 gpu, w.allreduce_bytes_per_token, own, w.attn_tp)
         if w.alltoall_bytes_per_token:
-            t += alltoall_seconds(gpu, w.alltoall_bytes_per_token, own, w.ep)
+            t += alltoall_seconds(gpu, w.alltoall_bytes_per_token, own, w.ep,
+                                  max(1, w.alltoalls_per_step))
         return t
 
     def _draft_seconds(self, n_decode: int) -> float:
