@@ -61,7 +61,17 @@ def test_each_model_held_out_fits_the_shipped_ramp(kernels):
     held = kernels["ramp_held_out_by_model"]["h100"]
     assert len(held) == 6
     assert all(96 <= v <= 160 for v in held.values()), held
-    assert "a100" in kernels["parts"] and "skipped" in kernels["parts"]["a100"]
+
+
+def test_a100_held_out_by_model_fits_its_catalog_ramp(kernels):
+    # Llama-3-8B's GEMMs fit Llama-3-70B's ramp and the reverse: the catalog's 64 rows
+    held = kernels["ramp_held_out_by_model"]["a100"]
+    assert set(held.values()) == {catalog_gpu("a100").gemm_ramp_rows}, held
+    a100 = kernels["parts"]["a100"]
+    for rows in ("rows 65-128", "rows 129-256", "rows 257-512"):
+        hard, ramp = a100["hard_roofline"][rows], a100["with_ramp"][rows]
+        assert hard["median_signed"] > 0.14, rows    # the hard roofline 16-31% fast there
+        assert ramp["median_abs"] < hard["median_abs"], rows
 
 
 def test_a_folder_without_profiles_is_a_clear_error(tmp_path):
@@ -74,6 +84,7 @@ def test_a_folder_without_profiles_is_a_clear_error(tmp_path):
 def test_the_ramp_is_carried_by_the_parts_it_was_measured_on():
     assert catalog_gpu("h100").gemm_ramp_rows == GEMM_RAMP_ROWS
     assert catalog_gpu("h200").gemm_ramp_rows == GEMM_RAMP_ROWS   # the same Hopper GEMMs
+    assert catalog_gpu("a100").gemm_ramp_rows == 64.0             # its own profiles' fit
     for part in ("b200", "mi355x", "mi300x"):
         assert catalog_gpu(part).gemm_ramp_rows == 0.0, part   # unmeasured: the hard roofline
     mi355x = catalog_gpu("mi355x")

@@ -26,8 +26,8 @@ from inferasim.cost import oracle as oracle_module
 #: Launch and tail of one GEMM kernel, seconds: what the smallest GEMMs of the profiles take
 #: beyond their weight read (the analytic step prices it per layer, not per GEMM).
 KERNEL_FIXED_S = 6e-6
-#: The profiled parts and the catalog entry that prices each (A100 is not in the catalog).
-PARTS = {"h100": "h100"}
+#: The profiled parts and the catalog entry that prices each.
+PARTS = {"a100": "a100", "h100": "h100"}
 #: Bins of the GEMM's rows (tokens) the report groups by.
 ROW_BINS = (16, 64, 128, 256, 512, 1024, 2048, 4096)
 
