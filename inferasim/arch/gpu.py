@@ -37,7 +37,7 @@ class GpuSpec:
     hbm_bytes: float
     hbm_bw: float
     bf16_flops: float
-    fp8_flops: float | None  # None: no fp8 tensor cores (Ampere, Ada's L4 has them)
+    fp8_flops: float | None  # None: no fp8 tensor cores (Ampere)
     fp4_flops: float | None
     scaleup_bw_per_dir: float
     scaleup_domain: int
