@@ -78,17 +78,17 @@ def attach_host_tier(env: simpy.Environment, scenario: Scenario, kv: KVManager, 
         raise ConfigError(f"{gpu.name} records no host link (gpu.host_link_bw_per_dir), which "
                           "a host KV tier reloads over", key="engine.kv_offload")
     distinct = full_kv_bytes_per_token(scenario)
-    if eng.offload_host_gib is None:
-        capacity = 2 * plan.kv_pool_tokens
-    else:
-        per_rank = eng.offload_host_gib * 2**30 / scenario.parallel.dp_attention
-        capacity = int(per_rank // distinct)
+
+    def tokens(gib: float) -> int:  # one attention-DP rank's share, each token stored once
+        return int(gib * 2**30 / scenario.parallel.dp_attention // distinct)
+
+    capacity = (2 * plan.kv_pool_tokens if eng.offload_host_gib is None
+                else tokens(eng.offload_host_gib))
     policy = OffloadPolicy.named(eng.kv_offload, eng.offload_chunk_tokens)
     tier = KVTier(policy, capacity, block_tokens, bytes_per_token=plan.kv_bytes_per_token,
                   link_bytes_per_s=gpu.host_link_bw_per_dir)
     if eng.offload_storage_gib is not None:  # EngineSpec refused it without a host writer
-        per_rank = eng.offload_storage_gib * 2**30 / scenario.parallel.dp_attention
-        tier.below = KVTier(policy, int(per_rank // distinct), block_tokens,
+        tier.below = KVTier(policy, tokens(eng.offload_storage_gib), block_tokens,
                             bytes_per_token=plan.kv_bytes_per_token,
                             link_bytes_per_s=eng.offload_storage_read_bw,
                             latency_s=eng.offload_storage_latency_s, name="storage")

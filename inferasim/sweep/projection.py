@@ -421,6 +421,12 @@ def _oracle(scenario: Scenario, knobs: Knobs):
     return oracle_for(scenario, knobs, rank_level=scenario.parallel.dp_attention > 1)
 
 
+def _frontend(oracle):
+    """The oracle's frontend latency (seconds at a number of open requests), where its
+    calibration models one; else None."""
+    return oracle.frontend_latency if getattr(oracle, "frontend_modelled", False) else None
+
+
 def _open_requests(m: WorkloadMoments, clients: float, x: float, ttft: float,
                    decode_s: float) -> float:
     """Requests sent and not finished over the deployment, as the frontend counts them: the
@@ -465,8 +471,8 @@ def project(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
     dp = scenario.parallel.dp_attention
     group = knobs.lockstep_group(dp) if dp > 1 else 1
     per_rank = rank_scenario(scenario)  # the chunk and reserve each rank's scheduler runs
-    if frontend is None and getattr(oracle, "frontend_modelled", False):
-        frontend = oracle.frontend_latency
+    if frontend is None:
+        frontend = _frontend(oracle)
     clients = scenario.workload.concurrency
     latency = frontend(clients if m.rate is None else 1) if frontend is not None else 0.0
     for _ in range(RETENTION_PASSES):
@@ -550,8 +556,7 @@ def project_disaggregated(scenario: Scenario, knobs: Knobs | None = None,
     decode = pool_scenario(scenario, "decode")
     pre_oracle = oracle_for(prefill, knobs)
     dec_oracle = _oracle(decode, knobs)
-    frontend = pre_oracle.frontend_latency \
-        if getattr(pre_oracle, "frontend_modelled", False) else None
+    frontend = _frontend(pre_oracle)
     colocated = decode.evolve(topology=attrs.evolve(topo, kind="colocated",
                                                      instances=topo.decode.instances))
     link = kv_link_plan(scenario)  # the link the replay builds (serve/topology.py)
@@ -576,10 +581,10 @@ def project_disaggregated(scenario: Scenario, knobs: Knobs | None = None,
             moved = batched_sojourn(server, scenario.workload.concurrency, away, workers)
         else:
             moved = batched_response(server, x, workers)
-        if not math.isfinite(moved) or abs(moved - sojourn) <= 1e-3 * max(sojourn, 1e-3):
-            sojourn = moved
-            break
+        settled = not math.isfinite(moved) or abs(moved - sojourn) <= 1e-3 * max(sojourn, 1e-3)
         sojourn = moved
+        if settled:
+            break
     capacity = server.capacity(workers)
     saturated = out["saturated"]
     ttft = float(out["ttft_mean_s"])
