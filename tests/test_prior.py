@@ -431,3 +431,30 @@ def test_the_split_prices_a_long_context_step_no_anchor_of_its_layout_measured()
     assert prior.step(batch).seconds == pytest.approx(rung.measured_s, rel=0.10)
     flat = prior.prior.ratio * AnalyticOracle(sc).step(batch).seconds
     assert flat < 0.8 * rung.measured_s
+
+
+def _ranks_apart(records: list[AnchorRecord], dpa: int = 8) -> list[AnchorRecord]:
+    return [attrs.evolve(r, id=f"{r.id}-dpa{dpa}",
+                         regime=attrs.evolve(r.regime, dp_attention=dpa, ep=dpa))
+            for r in records]
+
+
+def test_a_prior_reads_the_regimes_whose_ranks_stand_as_the_targets(target):
+    """Attention-DP steps run further from their analytic price than one rank's (held out by
+    layout, docs/anchors.md, "Attention-DP regimes read apart"): where the part and engine
+    hold both kinds, a target takes the median of its own kind only; where they hold one
+    kind, that kind serves."""
+    one_rank, ranks = sweep("glm-5", 1.0), _ranks_apart(sweep("minimax-m2.5", 2.5))
+    store = AnchorStore(one_rank + ranks)
+    plain = CalibratedOracle(target, store)
+    assert [r.ranks_apart for r in plain.prior.readings] == [False]
+    assert plain.prior.ratio == pytest.approx(plain.prior.readings[0].level)
+    assert any("1 of the other kind left out" in n for n in plain.calibration["notes"])
+    dpa = attrs.evolve(target, parallel=attrs.evolve(target.parallel, dp_attention=8, ep=8))
+    apart = CalibratedOracle(dpa, store)
+    assert [r.ranks_apart for r in apart.prior.readings] == [True]
+    assert apart.prior.ratio > 1.5 * plain.prior.ratio
+    # a pool of one kind serves either kind of target
+    alone = CalibratedOracle(dpa, AnchorStore(one_rank))
+    assert [r.ranks_apart for r in alone.prior.readings] == [False]
+    assert not any("other kind" in n for n in alone.calibration["notes"])

@@ -99,7 +99,24 @@ class AnchorReading:
         if not readings:
             self._notes.append("no regime of the prior calibrates a decode step")
             return None
-        return PooledPrior(self.result.prior_level, readings)
+        return PooledPrior(self.result.prior_level, self._same_ranks(readings))
+
+    def _same_ranks(self, readings: list) -> list:
+        """The readings whose ranks stand as the target's do (attention-DP ranks apart, or
+        one rank), where the pool holds any and also holds the other kind: an attention-DP
+        step runs 1.4-4x its analytic price on the measured deployments where the others
+        run 0.9-1.3x (docs/anchors.md, "Attention-DP regimes read apart"), so a median over
+        both carries neither."""
+        apart = self.scenario.parallel.dp_attention > 1
+        same = [r for r in readings if r.ranks_apart == apart]
+        if not same or len(same) == len(readings):
+            return readings
+        left = sorted({r.label for r in readings if r.ranks_apart != apart})
+        self._notes.append(
+            f"prior: {len(same)} regime(s) {'with' if apart else 'without'} attention-DP "
+            f"ranks, as the target; {len(left)} of the other kind left out "
+            f"({'; '.join(left[:3])}{'; ...' if len(left) > 3 else ''})")
+        return same
 
     def _analytic(self, scenario: Scenario) -> AnalyticOracle:
         if self.rank_level:
