@@ -458,3 +458,16 @@ def test_a_prior_reads_the_regimes_whose_ranks_stand_as_the_targets(target):
     alone = CalibratedOracle(dpa, AnchorStore(one_rank))
     assert [r.ranks_apart for r in alone.prior.readings] == [False]
     assert not any("other kind" in n for n in alone.calibration["notes"])
+
+
+def test_an_attention_dp_target_priced_without_such_a_regime_says_it_is_likely_fast(target):
+    from inferasim.cost.calibration_report import RANKS_UNREAD
+
+    dpa = attrs.evolve(target, parallel=attrs.evolve(target.parallel, dp_attention=8, ep=8))
+    one_rank = AnchorStore(sweep("glm-5", 1.0))
+    assert RANKS_UNREAD in CalibratedOracle(dpa, one_rank).calibration["notes"]
+    assert RANKS_UNREAD in CalibratedOracle(dpa, AnchorStore([])).calibration["notes"]
+    # a prior that read an attention-DP regime, or a one-rank target, says nothing of it
+    ranks = AnchorStore(_ranks_apart(sweep("minimax-m2.5", 2.5)))
+    assert RANKS_UNREAD not in CalibratedOracle(dpa, ranks).calibration["notes"]
+    assert RANKS_UNREAD not in CalibratedOracle(target, one_rank).calibration["notes"]

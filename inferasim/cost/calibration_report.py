@@ -38,6 +38,7 @@ def calibration_report(oracle) -> dict[str, Any]:
         # the store's shorter form of the same reason gives way to this one
         notes = [n for n in notes if not reason.startswith(n)]
         notes.insert(0, reason)
+        _warn_ranks_unread(oracle, notes, read=False)
         return {"mode": "analytic", "note": reason, "anchors_used": [],
                 "refused": refused, "crossed_build": crossed, "notes": notes,
                 "fallback": reason, "prefill": "analytic", "decode_ratio": {}}
@@ -148,6 +149,19 @@ def _priced_otherwise(notes: list[str], res, how: str) -> None:
         notes[notes.index(refused)] = f"{probe}; the prefill is priced {how}"
 
 
+RANKS_UNREAD = ("attention-DP ranks priced from no attention-DP regime: on the shipped anchors "
+                "an attention-DP decode step ran about twice its analytic price, a one-rank "
+                "step about once (docs/anchors.md, \"Attention-DP regimes read apart\"); "
+                "this deployment's steps are likely priced fast")
+
+
+def _warn_ranks_unread(oracle, notes: list[str], *, read: bool) -> None:
+    """Say so where an attention-DP target's steps come from the analytic model or a prior
+    without an attention-DP regime: the price the measured deployments put furthest off."""
+    if oracle.scenario.parallel.dp_attention > 1 and not read:
+        notes.append(RANKS_UNREAD)
+
+
 def _prior_report(oracle, refused: dict, crossed: bool, notes: list[str]) -> dict[str, Any]:
     """The calibration of a prior: its level, the regimes it pooled, the refusals."""
     prior = oracle.prior
@@ -159,6 +173,7 @@ def _prior_report(oracle, refused: dict, crossed: bool, notes: list[str]) -> dic
     used = [r.id for r in oracle._usable]
     models = sorted({r.model for r in prior.readings})
     lo, hi = prior.batches
+    _warn_ranks_unread(oracle, notes, read=any(r.ranks_apart for r in prior.readings))
     prefill = _prefill_mode(oracle)
     if oracle.carried_slope is not None:
         notes.append(oracle.carried_slope.note())
