@@ -332,8 +332,9 @@ def cliff(rows: Sequence[dict[str, Any]], prefix: str) -> tuple[int, int] | None
     measurement records no hit rate, whose mean TTFT grows more than 5x (both sides judged
     alike)."""
     by_ttft = any(math.isnan(r["measured_prefix_hit_rate"]) for r in rows)
+    # the shares below the GPU's (compare_row's partition: GPU + tiers + miss = 1)
     tiered = prefix == "simulated" and any(
-        r.get("simulated_host_hit_rate", 0.0) + r.get("simulated_storage_hit_rate", 0.0) > 0
+        1.0 - r["simulated_first_admission_hit_rate"] - r["simulated_miss_rate"] > 0
         for r in rows)
 
     def hit(r: dict[str, Any]) -> float:
@@ -342,8 +343,7 @@ def cliff(rows: Sequence[dict[str, Any]], prefix: str) -> tuple[int, int] | None
         # with offload tiers the cliff is where the cache as a whole (GPU, host, storage)
         # stops serving the prompts, not where the GPU's share falls
         if tiered:
-            return (r["simulated_first_admission_hit_rate"] + r["simulated_host_hit_rate"]
-                    + r.get("simulated_storage_hit_rate", 0.0))
+            return 1.0 - r["simulated_miss_rate"]
         return r[f"{prefix}_prefix_hit_rate"]
 
     return cliff_between([{"concurrency": r["concurrency"], "prefix_hit_rate": hit(r),
