@@ -132,6 +132,20 @@ def test_a_duration_past_a_week_is_refused_with_the_limit():
     assert "workload.duration_s: expected a value of at most 604800" in one_line(result)
 
 
+def test_an_open_loop_rate_past_any_replay_is_refused_before_it_draws_its_arrivals():
+    # the arrival times are drawn up front: 1e30 requests/s asked numpy for an array past memory
+    result = invoke("run", "--set", "workload.rate=1e30", "--set", "workload.max_requests=5")
+    assert result.exit_code == 2
+    line = one_line(result)
+    assert "workload.rate" in line and "at most 50,000,000" in line and "duration_s" in line
+
+
+def test_a_system_prompt_as_long_as_the_prompt_limit_is_refused_with_both_keys():
+    result = invoke("run", "--set", "workload.synthetic.system_prompt_tokens=1e30")
+    assert result.exit_code == 2
+    assert "system_prompt_tokens" in one_line(result) and "max_prompt_tokens" in one_line(result)
+
+
 def test_a_set_key_the_format_does_not_read_is_warned_about():
     result = invoke("describe", "--set", "workload.isl=99", "--json")
     assert result.exit_code == 0, result.output

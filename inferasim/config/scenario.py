@@ -21,6 +21,9 @@ MAX_STEP_TOKENS = 1 << 24  # tokens one step may batch
 # A week of simulated arrivals: past any trace or benchmark run (the Mooncake traces span
 # hours), and a mistyped 1e12 would otherwise replay until it runs out of memory.
 MAX_DURATION_S = 7 * 24 * 3600.0
+# Open-loop arrivals a replay draws up front (rate x its horizon): 50 M is hours of replay on
+# one core and 400 MB of times; a mistyped rate of 1e12 would ask for an array past memory.
+MAX_ARRIVALS = 50_000_000
 
 
 @attrs.frozen
@@ -334,6 +337,15 @@ class SyntheticSpec:
     max_prompt_tokens: int = attrs.field(default=131072, metadata=at_least(2))
     # Granularity of the prompt's block keys (the prefix cache's unit).
     block_tokens: int = attrs.field(default=16, metadata=at_least(1))
+
+    def __attrs_post_init__(self) -> None:
+        # every session starts with the shared system prompt, so it must leave room for a turn
+        if self.system_prompt_tokens >= self.max_prompt_tokens:
+            raise ValueError(
+                f"system_prompt_tokens ({self.system_prompt_tokens}) must be below "
+                f"max_prompt_tokens ({self.max_prompt_tokens})")
+
+
 @attrs.frozen
 class WorkloadSpec:
     format: str = attrs.field(default="synthetic", metadata=choices(*WORKLOAD_FORMATS))
@@ -396,8 +408,6 @@ class WorkloadSpec:
     # (`validate agentx` matches it to the measured ladders; docs/agentic.md).
     output_scale: float = attrs.field(default=1.0, metadata={**above(0), "max": 1000.0})
     synthetic: SyntheticSpec = attrs.field(factory=SyntheticSpec)
-
-
 
 
 @attrs.frozen

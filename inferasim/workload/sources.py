@@ -8,7 +8,7 @@ from typing import Protocol
 import numpy as np
 
 from inferasim.config.errors import ConfigError
-from inferasim.config.scenario import Scenario
+from inferasim.config.scenario import MAX_ARRIVALS, Scenario
 from inferasim.workload.random_lengths import BLOCK_TOKENS, RandomRequests, poisson_times
 from inferasim.workload.request import Arrival, Session
 from inferasim.workload.synthetic import SyntheticSessions
@@ -79,6 +79,13 @@ def workload_source(scenario: Scenario, rng: np.random.Generator) -> WorkloadSou
             gen = RandomRequests(wl.isl, wl.osl, wl.random_range_ratio, rng)
             block = BLOCK_TOKENS
         if wl.rate is not None:
+            arrivals = wl.rate * (wl.warmup_s + duration)
+            if arrivals > MAX_ARRIVALS:
+                raise ConfigError(
+                    f"{wl.rate:g} requests/s over {wl.warmup_s + duration:g} s (warm-up and "
+                    f"duration) is {arrivals:.3g} arrivals; a replay draws at most "
+                    f"{MAX_ARRIVALS:,}: lower workload.rate or workload.duration_s",
+                    key="workload.rate", file=scenario.path)
             return PoissonSource(gen, wl.rate, duration, rng, block, wl.warmup_s)
         return SessionSource(gen, block, duration)
     if fmt == "mooncake":
