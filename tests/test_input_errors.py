@@ -146,6 +146,23 @@ def test_a_system_prompt_as_long_as_the_prompt_limit_is_refused_with_both_keys()
     assert "system_prompt_tokens" in one_line(result) and "max_prompt_tokens" in one_line(result)
 
 
+def test_a_draft_length_past_any_engine_is_refused_not_sampled_without_end():
+    result = invoke("describe", "--set", "speculative.method=mtp", "--set",
+                    "speculative.draft_tokens=1e30")
+    assert result.exit_code == 2
+    assert "speculative.draft_tokens: expected a value of at most 64" in one_line(result)
+
+
+@pytest.mark.parametrize("role", ["prefill", "decode"])
+def test_a_pool_layout_below_one_names_the_pools_key(role):
+    # the pool's EP was read (for its EPLB slots) before it was checked: a ValueError escaped
+    result = invoke("describe", "scenarios/topologies/glm52-disagg-1p1d.yaml", "--set",
+                    f"topology.{role}.parallel.ep=0")
+    assert result.exit_code == 2
+    line = one_line(result)
+    assert f"topology.{role}.parallel" in line and "ep must be at least 1" in line
+
+
 def test_a_set_key_the_format_does_not_read_is_warned_about():
     result = invoke("describe", "--set", "workload.isl=99", "--json")
     assert result.exit_code == 0, result.output

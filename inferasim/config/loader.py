@@ -150,11 +150,12 @@ def pool_scenario(scenario: Scenario, role: str, origins: dict[str, str] | None 
     prefix = f"topology.{role}"
     # the scenario's EPLB slots are its expert-parallel pools': a pool that sets none of its
     # own takes them only where it runs expert parallel (ParallelSpec.relaid)
-    inherited = scenario.parallel
-    if "redundant_experts" not in pool.parallel:
-        inherited = inherited.relaid(ep=pool.parallel.get("ep", inherited.ep))
-    par = build_spec(ParallelSpec, {**spec_to_dict(inherited), **pool.parallel},
+    # (read after the pool's values are checked, so that a bad one is named, not raised)
+    par = build_spec(ParallelSpec, {**spec_to_dict(scenario.parallel), **pool.parallel},
                      prefix=f"{prefix}.parallel", origins=origins, default_file=scenario.path)
+    if "redundant_experts" not in pool.parallel:
+        par = attrs.evolve(par, redundant_experts=scenario.parallel.relaid(
+            ep=par.ep).redundant_experts)
     engine = build_spec(EngineSpec, deep_merge(spec_to_dict(scenario.engine), pool.engine),
                         prefix=f"{prefix}.engine", origins=origins, default_file=scenario.path)
     # A figure the scenario's engine derived from its layout is derived again for the pool's

@@ -18,6 +18,9 @@ MAX_CONCURRENCY = 1_000_000
 MAX_INSTANCES = 4096
 MAX_PAGE_TOKENS = 1 << 16
 MAX_STEP_TOKENS = 1 << 24  # tokens one step may batch
+# Tokens one verify step drafts: the engines run 1-7 (MTP, EAGLE chains) and EAGLE trees a few
+# dozen nodes; a mistyped 1e30 otherwise samples acceptance draws without end.
+MAX_DRAFT_TOKENS = 64
 # A week of simulated arrivals: past any trace or benchmark run (the Mooncake traces span
 # hours), and a mistyped 1e12 would otherwise replay until it runs out of memory.
 MAX_DURATION_S = 7 * 24 * 3600.0
@@ -266,7 +269,7 @@ class ParallelSpec:
 @attrs.frozen
 class SpeculativeSpec:
     method: str = attrs.field(default="none", metadata=choices("none", "mtp", "eagle3", "dspark"))
-    draft_tokens: int = attrs.field(default=0, metadata=at_least(0))
+    draft_tokens: int = attrs.field(default=0, metadata=between(0, MAX_DRAFT_TOKENS))
     # Per draft position, conditional on the previous. None: read from the anchors that
     # measured the method, else published (anchors/acceptance.py), before anything is priced.
     acceptance: float | None = attrs.field(default=None, metadata=between(0.0, 1.0))
