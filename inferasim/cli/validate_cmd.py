@@ -330,11 +330,11 @@ def _cliff_text(c) -> str:
                    "measured on each GPU, beside the colocated ones.")
 def search_picks(csv_path, as_json, markdown, how, include_disagg):
     """Would the search pick what InferenceMAX measured best? CSV: benchmarks_flat.csv."""
-    from inferasim.validate.search import load_records, picks, points, report
+    from inferasim.validate.search import left_out, load_records, picks, points, report
 
     records = load_records(csv_path, include_disaggregated=include_disagg)
     found = picks(points(records, Knobs.from_env()), how)
-    info = report(found)
+    info = report(found, left_out(records))
     if as_json:
         click.echo(strict_json.dumps(info, indent=2))
         return
@@ -365,6 +365,8 @@ def search_picks(csv_path, as_json, markdown, how, include_disagg):
                f"{info['tolerance']:.0%} of the best measured; {info['no_pick']} without a "
                f"pick; median pick/best "
                f"{'-' if median is None else f'{median:.3f}'}")
+    for row in info["left_out"]:
+        click.echo(f"left out, no candidate: {row['anchor']}: {row['why']}")
 
 
 @validate.command("kernels")

@@ -71,13 +71,17 @@ def _intvty(tpot: float | None) -> float:
 
 
 def points(records, knobs: Knobs | None = None) -> dict[tuple[str, str], list[Point]]:
-    """Leave-one-out predictions of every scored row, grouped by (GPU, ISL/OSL)."""
+    """Leave-one-out predictions of every scored row, grouped by (GPU, ISL/OSL). A row whose
+    throughput contradicts its own latency (``left_out``) is no candidate: which of its
+    figures is wrong cannot be told, so it can be neither the best nor a pick."""
     from inferasim.validate.anchors import group_label, validate_store
 
     by_id = {r.id: r for r in records}
     groups: dict[tuple[str, str], list[Point]] = {}
     for result in validate_store(AnchorStore(list(records)), knobs=knobs, hold_out="point"):
         for p in result.predictions:
+            if p.excluded:
+                continue
             rec = by_id[p.anchor]
             m = rec.measurements
             measured_i = m.interactivity if m.interactivity else _intvty(m.tpot_s)
@@ -88,6 +92,11 @@ def points(records, knobs: Knobs | None = None) -> dict[tuple[str, str], list[Po
             key = (rec.regime.gpu or "?", f"{p.isl}/{p.osl}")
             groups.setdefault(key, []).append(point)
     return groups
+
+
+def left_out(records) -> list[tuple[str, str]]:
+    """The rows ``points`` leaves out, each with why."""
+    return [(r.id, why) for r in records if (why := r.little_mismatch())]
 
 
 def levels(group: Sequence[Point], how: str = "range") -> list[float]:
@@ -124,10 +133,11 @@ def picks(groups: dict[tuple[str, str], list[Point]], how: str = "range") -> lis
     return out
 
 
-def report(found: Sequence[Pick]) -> dict[str, Any]:
+def report(found: Sequence[Pick], dropped: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
     scored = [p for p in found if p.ratio is not None]
     return {
         "tolerance": TOLERANCE,
+        "left_out": [{"anchor": a, "why": why} for a, why in dropped],
         "picks": len(found),
         "within_tolerance": sum(p.ok for p in found),
         "no_pick": sum(p.picked is None for p in found),
