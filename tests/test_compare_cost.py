@@ -115,6 +115,7 @@ def test_offload_against_more_gpus_side_by_side():
 def test_a_disk_behind_the_dram_against_the_dram_alone_prints_each_tiers_share():
     # past the DRAM's reach (200 GiB here) the disk serves the prompts the DRAM lost
     disk = "scenarios/agentic/kimi-k27-lmcache-disk-mi355x-vllm-tp8.yaml"
+    shared_data("agentx-traces", "traces_v8_present.jsonl.gz")  # skips, saying so, without it
     result = invoke("compare", disk, OFFLOAD, "--set", "workload.concurrency=48",
                     "--max-num-seqs", 48, "--set", "workload.duration_s=300",
                     "--set", "engine.offload_host_gib=200", "--json")
