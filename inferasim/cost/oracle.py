@@ -183,7 +183,7 @@ class AnalyticOracle:
                 gpu, w.allreduce_bytes_per_token, own, w.attn_tp)
         if w.alltoall_bytes_per_token:
             t += alltoall_seconds(gpu, w.alltoall_bytes_per_token, own, w.ep,
-                                  max(1, w.alltoalls_per_step))
+                                  w.alltoalls_per_step)
         return t
 
     def _draft_seconds(self, n_decode: int) -> float:
