@@ -380,4 +380,4 @@ def test_an_anchor_in_a_layout_without_a_scenario_replays_from_its_familys():
     assert name == "dsr1-b300-dynamo-trt-fp8-disagg.yaml"
     assert "max_num_seqs" not in sc.topology.decode.engine
     # another engine, part or model: no family, the regime's own scenario
-    assert base_scenario(record({**h200_trt, "gpu": "mi300x"}), temps)[0] is None
+    assert base_scenario(record({**h200_trt, "gpu": "h100"}), temps)[0] is None

@@ -358,8 +358,9 @@ def test_mori_sglang_differs_from_sglang_only_in_the_latent_sharding():
     sglang, mori = load("engines", "sglang"), load("engines", "mori-sglang")
     a, b = attrs.asdict(sglang), attrs.asdict(mori)
     differing = {k for k in a if a[k] != b[k]}
-    assert differing == {"name", "source", "mla_latent_sharded"}
+    assert differing == {"name", "source", "mla_latent_sharded", "vendors"}
     assert (sglang.mla_latent_sharded, mori.mla_latent_sharded) == (False, True)
+    assert (sglang.vendors, mori.vendors) == (("amd", "nvidia"), ("amd",))  # MoRI is ROCm's
 
 
 @pytest.mark.parametrize(

@@ -22,14 +22,14 @@ def keys(*ids):
     return np.array(ids, dtype=np.int64)
 
 
-@pytest.mark.parametrize("engine, queue, eviction, per_step", [
-    ("vllm", "fcfs", "block-pool", True),
-    ("atom", "fcfs", "block-pool", False),
-    ("sglang", "fcfs", "radix-leaf", False),
+@pytest.mark.parametrize("engine, gpu, queue, eviction, per_step", [
+    ("vllm", "h100", "fcfs", "block-pool", True),
+    ("atom", "mi300x", "fcfs", "block-pool", False),   # ATOM runs on AMD parts only
+    ("sglang", "h100", "fcfs", "radix-leaf", False),
 ])
-def test_each_engine_defaults_to_its_own_queue_cache_and_allocation(engine, queue, eviction,
+def test_each_engine_defaults_to_its_own_queue_cache_and_allocation(engine, gpu, queue, eviction,
                                                                       per_step):
-    spec = load_scenario(None, [f"engine.name={engine}"]).engine
+    spec = load_scenario(None, [f"engine.name={engine}", f"gpu.name={gpu}"]).engine
     policy = EnginePolicy.for_engine(spec, speculative=False)
     assert (policy.queue_policy, policy.eviction, policy.allocates_per_step) == \
         (queue, eviction, per_step)

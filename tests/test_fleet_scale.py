@@ -42,7 +42,7 @@ def _replay(overrides, indexed=True, monkeypatch=None, rows=None):
      "engine.chunked_prefill_size=512", "engine.scheduler_recv_interval=3"],
     ["engine.name=sglang", "topology.router=prefix-affinity", "engine.eviction_policy=recency"],
     ["engine.name=vllm", "topology.router=least-loaded"],
-    ["engine.name=atom", "topology.router=least-requests"],
+    ["engine.name=atom", "gpu.name=mi300x", "topology.router=least-requests"],
     ["topology.router=prefix-affinity", "topology.kind=disaggregated",
      "topology.prefill.instances=3", "topology.decode.instances=2"],
 ])

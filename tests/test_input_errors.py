@@ -153,6 +153,29 @@ def test_a_draft_length_past_any_engine_is_refused_not_sampled_without_end():
     assert "speculative.draft_tokens: expected a value of at most 64" in one_line(result)
 
 
+@pytest.mark.parametrize(("engine", "gpu", "runs"), [
+    ("trt", "mi355x", "vllm, sglang, mori-sglang, atom"),
+    ("atom", "h100", "vllm, sglang, trt"),
+    ("mori-sglang", "b200", "vllm, sglang, trt"),
+])
+def test_an_engine_on_a_part_of_a_vendor_it_does_not_run_on_is_refused(engine, gpu, runs):
+    # TensorRT-LLM on an MI355X was priced like any other engine: nothing runs it there
+    result = invoke("describe", "--set", f"engine.name={engine}", "--set", f"gpu.name={gpu}")
+    assert result.exit_code == 2
+    line = one_line(result)
+    assert f"engine.name: {engine} runs on" in line and f"gpu.name {gpu}" in line
+    assert f"({runs})" in line
+
+
+def test_an_engine_listing_an_unknown_vendor_or_none_is_refused():
+    result = invoke("describe", "--set", "engine.vendors=[nvidia, intel]")
+    assert result.exit_code == 2
+    assert "engine.vendors: expected one of amd, nvidia; got 'intel'" in one_line(result)
+    result = invoke("describe", "--set", "engine.vendors=[]")
+    assert result.exit_code == 2
+    assert "vendors: expected at least one" in one_line(result)
+
+
 @pytest.mark.parametrize("role", ["prefill", "decode"])
 def test_a_pool_layout_below_one_names_the_pools_key(role):
     # the pool's EP was read (for its EPLB slots) before it was checked: a ValueError escaped

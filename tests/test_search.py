@@ -82,6 +82,11 @@ def test_space_on_an_amd_part_and_narrowed():
     assert {c.concurrency for c in space.candidates} == {16}
     assert {c.scenario.parallel.tp for c in space.candidates} == {8}
     assert {c.scenario.topology.orchestrator for c in space.candidates} == {"native"}  # AMD
+    # an engine named for a part it does not run on is refused with the loader's reason
+    named = build_space(resolver, 8, parse_space(["engine.name=trt,sglang", "parallel.tp=8",
+                                                  "workload.concurrency=16"]))
+    assert {c.scenario.engine.name for c in named.candidates} == {"sglang"}
+    assert any("trt runs on nvidia parts only" in reason for _, reason in named.refused)
     with pytest.raises(ConfigError, match="budget"):
         build_space(resolver, 0, [])
     with pytest.raises(ConfigError, match="native or dynamo"):

@@ -182,3 +182,23 @@ def test_sweep_reports_the_asked_percentiles_and_goodput_on_every_rung(tmp_path)
     for row in rows:
         assert row["ttft_p99.9_s"] >= row["ttft_p99_s"]
         assert 0 <= row["request_goodput"] <= row["request_throughput"]
+
+
+def test_a_grid_combination_that_cannot_run_is_skipped_and_a_value_that_never_runs_refused():
+    from inferasim.config.errors import ConfigWarning
+
+    vendors = [("engine.name", ["vllm", "trt"]), ("gpu.name", ["h100", "mi300x"])]
+    with pytest.warns(ConfigWarning, match="engine.name=trt, gpu.name=mi300x cannot run"):
+        rungs = build_ladder(None, [], [4], vendors)
+    assert [dict(r.config) for r in rungs] == [
+        {"engine.name": "vllm", "gpu.name": "h100"}, {"engine.name": "vllm", "gpu.name": "mi300x"},
+        {"engine.name": "trt", "gpu.name": "h100"}]
+    # a value no combination runs is the value's fault: refused, naming the grid
+    with pytest.raises(ConfigError, match="unknown engine 'vlm'") as bad:
+        build_ladder(None, [], [4], [("engine.name", ["vlm", "trt"]), vendors[1]])
+    assert bad.value.file == "--grid"
+    with pytest.raises(ConfigError, match="trt runs on nvidia parts only"):
+        build_ladder(None, [], [4], [("engine.name", ["trt"]), ("gpu.name", ["mi300x", "mi355x"])])
+    # a one-key grid has no combinations: its bad value is refused as before
+    with pytest.raises(ConfigError, match="runs on nvidia parts only"):
+        build_ladder(None, ["engine.name=trt"], [4], [("gpu.name", ["h100", "mi300x"])])

@@ -6,6 +6,9 @@ import attrs
 
 from inferasim.config.typed import above, at_least, choices
 
+#: The GPU vendors the catalog knows: a part names one, an engine the ones it runs on.
+GPU_VENDORS = ("amd", "nvidia")
+
 
 @attrs.frozen
 class Efficiency:
@@ -31,7 +34,7 @@ def _head_multiples(_spec, _attribute, value: dict[str, int]) -> None:
 class GpuSpec:
     name: str
     source: str
-    vendor: str = attrs.field(metadata=choices("amd", "nvidia"))
+    vendor: str = attrs.field(metadata=choices(*GPU_VENDORS))
     arch: str
     isa: str
     hbm_bytes: float

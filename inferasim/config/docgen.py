@@ -54,6 +54,8 @@ def _default(field) -> str:
         return "required"
     if isinstance(field.default, attrs.Factory):  # type: ignore[arg-type]
         return "(see below)" if attrs.has(field.default.factory) else "{}"
+    if isinstance(field.default, tuple):  # as a scenario writes a list
+        return "[" + ", ".join(map(str, field.default)) + "]"
     return repr(field.default) if isinstance(field.default, str) else str(field.default)
 
 

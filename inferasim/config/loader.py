@@ -13,10 +13,21 @@ from inferasim.config.catalog import DEFAULT_SCENARIO, load_entry
 from inferasim.config.engine_defaults import derived_defaults
 from inferasim.config.errors import ConfigError
 from inferasim.config.overrides import OVERRIDE_ORIGIN, apply_overrides
-from inferasim.config.scenario import EngineSpec, Scenario, ScenarioSpec
+from inferasim.config.scenario import ENGINES, EngineSpec, Scenario, ScenarioSpec
 from inferasim.config.typed import build_spec, spec_to_dict
 from inferasim.config.workload_reads import warn_unread
 from inferasim.config.yaml_tree import deep_merge, load_tree
+
+
+def engines_for_vendor(vendor: str) -> tuple[str, ...]:
+    """The catalog's engines that run on ``vendor``'s parts (their ``vendors`` key)."""
+    default = attrs.fields(EngineSpec).vendors.default
+
+    def runs_on(name: str) -> bool:
+        data = load_entry("engines", name, key="engine.name", origin_file="<catalog>")[0]
+        return vendor in data.get("vendors", default)
+
+    return tuple(name for name in ENGINES if runs_on(name))
 
 
 def _origin(origins: dict[str, str], key: str, fallback: str) -> str:
@@ -58,7 +69,7 @@ def resolve(data: dict[str, Any], origins: dict[str, str], path: str, *,
     engine_name = spec.engine.get("name")
     if not isinstance(engine_name, str):
         what = "missing required key" if engine_name is None else f"got {engine_name!r}"
-        raise ConfigError(f"{what}; expected an engine name: vllm, sglang, mori-sglang, atom",
+        raise ConfigError(f"{what}; expected an engine name: {', '.join(ENGINES)}",
                           file=_origin(origins, "engine.name", _origin(origins, "engine", path)),
                           key="engine.name")
     edata, eorigins, _ = load_entry("engines", engine_name, key="engine.name",
@@ -69,6 +80,12 @@ def resolve(data: dict[str, Any], origins: dict[str, str], path: str, *,
     engine = build_spec(EngineSpec, merged_engine, prefix="engine", origins=eorigins,
                         default_file=str(path))
 
+    if gpu.vendor not in engine.vendors:
+        raise ConfigError(
+            f"{engine.name} runs on {' and '.join(engine.vendors)} parts only; gpu.name "
+            f"{gpu.name} is {gpu.vendor}'s: choose an engine that runs on it "
+            f"({', '.join(engines_for_vendor(gpu.vendor))}) or another part",
+            file=_origin(origins, "engine.name", path), key="engine.name")
     description = _description(spec, origins, model.name, gpu.name, engine.name)
     scenario = Scenario(name=spec.name, description=description, path=str(path),
                         model=model, gpu=gpu, engine=engine, parallel=spec.parallel,

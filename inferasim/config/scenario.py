@@ -6,7 +6,7 @@ from typing import Any
 
 import attrs
 
-from inferasim.arch.gpu import GpuSpec
+from inferasim.arch.gpu import GPU_VENDORS, GpuSpec
 from inferasim.arch.spec import WEIGHT_DTYPES, ModelSpec
 from inferasim.config.typed import above, at_least, between, choices
 
@@ -176,6 +176,10 @@ class EngineSpec:
     kv_pool_tokens: int | None = attrs.field(default=None, metadata=at_least(1))
     # mori-sglang shards the MLA latent across attention-TP ranks; vLLM and SGLang replicate it.
     mla_latent_sharded: bool = False
+    # The GPU vendors whose parts the engine runs on (TensorRT-LLM is CUDA-only; ATOM and
+    # MoRI are ROCm-only; vLLM and SGLang build for both): a scenario pairing the engine
+    # with another vendor's part is refused, not priced.
+    vendors: tuple[str, ...] = attrs.field(default=GPU_VENDORS, metadata=choices(*GPU_VENDORS))
     # Attention-DP decode of a kind that neither selects nor compresses is charged dense times
     # this factor when set (a measured sparse-attention factor of the engine's DPA decode
     # kernel; behaviour.md 3). Selection and compression price themselves and ignore it.
@@ -221,6 +225,9 @@ class EngineSpec:
     new_token_ratio_decay_steps: int = 600
 
     def __attrs_post_init__(self) -> None:
+        if not self.vendors:
+            raise ValueError("vendors: expected at least one of the vendors whose parts the "
+                             f"engine runs on ({', '.join(GPU_VENDORS)}); got none")
         # storage is a level behind the host tier: without one it would be ignored
         if self.offload_storage_gib is not None and self.kv_offload in ("none", "vllm-native"):
             raise ValueError(

@@ -155,10 +155,13 @@ def _build(cls: type, data: dict[str, Any], prefix: str, ctx: _Ctx) -> Any:
             continue
         value = _convert(hints[name], data[name], dotted, ctx)
         allowed = field.metadata.get("choices")
-        if allowed and value is not None and value not in allowed:
-            near = difflib.get_close_matches(str(value), allowed, n=1, cutoff=0.5)
-            hint = f" (did you mean {near[0]!r}?)" if near else ""
-            raise ctx.fail(dotted, f"expected one of {', '.join(allowed)}; got {value!r}{hint}")
+        # a list field's choices bound each of its items
+        for item in (value if isinstance(value, tuple) else (value,)) if allowed else ():
+            if item is not None and item not in allowed:
+                near = difflib.get_close_matches(str(item), allowed, n=1, cutoff=0.5)
+                hint = f" (did you mean {near[0]!r}?)" if near else ""
+                raise ctx.fail(dotted,
+                               f"expected one of {', '.join(allowed)}; got {item!r}{hint}")
         wrong = out_of_bounds(field, value)
         if wrong:
             raise ctx.fail(dotted, wrong)

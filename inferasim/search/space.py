@@ -18,18 +18,18 @@ from typing import Any
 
 import attrs
 
-from inferasim.config.catalog import DEFAULT_SCENARIO, catalog_names
+from inferasim.config.catalog import DEFAULT_SCENARIO
 from inferasim.config.errors import ConfigError
-from inferasim.config.loader import resolve
+from inferasim.config.loader import engines_for_vendor, resolve
 from inferasim.config.overrides import apply_overrides
 from inferasim.config.scenario import Scenario
 from inferasim.config.yaml_tree import load_tree
 from inferasim.sweep.ladder import RECORDED_FORMATS
 
-# The engines each vendor's parts run: TensorRT-LLM is NVIDIA's, ATOM AMD's; vLLM and SGLang
-# run on both. mori-sglang (SGLang with AMD's MoRI KV transfer) is a disaggregated variant,
-# searched only when --space names it.
-VENDOR_ENGINES = {"nvidia": ("vllm", "sglang", "trt"), "amd": ("vllm", "sglang", "atom")}
+# The engines searched by default are those the catalog runs on the part's vendor (each
+# engine's ``vendors``), but mori-sglang: SGLang with AMD's MoRI KV transfer, a disaggregated
+# variant searched only when --space names it.
+NAMED_ONLY_ENGINES = ("mori-sglang",)
 # Tensor-parallel degrees searched: powers of two up to the scale-up domain and the budget.
 TP_DEGREES = (1, 2, 4, 8, 16, 32, 64, 72)
 # Deployment-wide client counts per serving instance (the ladder is this times the instances
@@ -154,8 +154,7 @@ def _layouts(base: Scenario, tp: int) -> list[tuple[int, int]]:
 
 def default_axes(base: Scenario, gpus: int) -> dict[str, list[str]]:
     vendor = base.gpu.vendor
-    known = set(catalog_names("engines"))
-    engines = [e for e in VENDOR_ENGINES.get(vendor, ("vllm", "sglang")) if e in known]
+    engines = [e for e in engines_for_vendor(vendor) if e not in NAMED_ONLY_ENGINES]
     domain = max(1, int(base.gpu.scaleup_domain))
     tps = [t for t in TP_DEGREES if t <= min(domain, gpus)]
     spec = ["none", "mtp"] if base.model.mtp_layers > 0 else ["none"]

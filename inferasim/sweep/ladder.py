@@ -21,7 +21,7 @@ import attrs
 import pandas as pd
 import yaml
 
-from inferasim.config.errors import ConfigError
+from inferasim.config.errors import ConfigError, warn
 from inferasim.config.knobs import KNOBS, Knobs
 from inferasim.config.loader import load_scenario, scenario_to_dict
 from inferasim.config.overrides import OVERRIDE_ORIGIN
@@ -105,11 +105,17 @@ RECORDED_FORMATS = ("mooncake", "bailian")
 def build_ladder(scenario_path: str | None, overrides: Sequence[str], concurrency: list[int] | None,
                  grid: Sequence[tuple[str, list[str]]], base_knobs: Knobs | None = None,
                  resolve: Callable[..., Scenario] | None = None) -> list[Rung]:
-    """Resolve every configuration up front, so a bad value fails before any replay runs."""
+    """Resolve every configuration up front, so a bad value fails before any replay runs.
+
+    A combination of grid values that are each valid somewhere but cannot run together
+    (TensorRT-LLM on an AMD part, a TP degree too small for one of the models) is skipped with
+    a warning naming it; a grid value that runs in no combination is refused, as is a grid
+    none of whose combinations runs."""
     resolve = resolve or (lambda path, ovr: load_scenario(path, ovr))
     base_knobs = base_knobs or Knobs()
     keys = [k for k, _ in grid]
     rungs: list[Rung] = []
+    refused: list[tuple[tuple[tuple[str, str], ...], ConfigError]] = []
     for values in itertools.product(*(v for _, v in grid)):
         config = tuple(zip(keys, values, strict=True))
         knobs = base_knobs
@@ -124,8 +130,11 @@ def build_ladder(scenario_path: str | None, overrides: Sequence[str], concurrenc
         except ConfigError as exc:
             # the grid's values reach the loader as overrides; a bad one is the grid's
             if exc.file == OVERRIDE_ORIGIN and exc.key in dict(config):
-                raise ConfigError(exc.message, file="--grid", key=exc.key) from None
-            raise
+                exc = ConfigError(exc.message, file="--grid", key=exc.key)
+            if len(config) < 2:
+                raise exc from None
+            refused.append((config, exc))
+            continue
         if concurrency is not None and scenario.workload.rate is not None:
             raise ConfigError("the scenario is open loop (workload.rate is set): a concurrency "
                               "ladder does not apply; sweep --grid workload.rate=... instead",
@@ -142,7 +151,24 @@ def build_ladder(scenario_path: str | None, overrides: Sequence[str], concurrenc
             rung_scenario = scenario.evolve(workload=attrs.evolve(scenario.workload,
                                                                   concurrency=conc))
             rungs.append(Rung(len(rungs), config, conc, rung_scenario, knobs))
+    _skip_refused_combinations(refused, rungs)
     return rungs
+
+
+def _skip_refused_combinations(refused: list[tuple[tuple[tuple[str, str], ...], ConfigError]],
+                               rungs: list[Rung]) -> None:
+    """Warn of each grid combination that cannot run, or raise where the fault is a value's
+    (it runs in no combination) or the whole grid's (nothing runs)."""
+    if not refused:
+        return
+    ran = {pair for rung in rungs for pair in rung.config}
+    for config, exc in refused:
+        if not rungs or any(pair not in ran for pair in config):
+            raise exc from None
+    for config, exc in refused:
+        combination = ", ".join(f"{k}={v}" for k, v in config)
+        why = f"{exc.key}: {exc.message}" if exc.key else exc.message
+        warn(f"the combination {combination} cannot run, skipped: {why}", key="--grid")
 
 
 def run_replay(task: tuple) -> tuple[dict[str, Any], float]:
