@@ -125,8 +125,10 @@ class EngineCore:
 
     def max_new(self, req: LiveRequest) -> int:
         """The output the engine believes ``req`` may reach: the client's max_tokens, else the
-        rest of the context (SGLang caps max_new_tokens there when none is sent [U]). The
-        true output length is the simulator's, never the scheduler's."""
+        rest of the context (SGLang caps max_new_tokens there when none is sent [U];
+        TensorRT-LLM's executor deduces max_seq_len - prompt, ``_deduce_max_tokens`` in
+        ``executor/base_worker.py`` [3P]). The true output length is the simulator's, never
+        the scheduler's."""
         if req.spec.max_tokens is not None:
             return req.spec.max_tokens
         return max(1, self._max_context - req.spec.prompt_tokens - 1)
