@@ -155,8 +155,8 @@ def _build(cls: type, data: dict[str, Any], prefix: str, ctx: _Ctx) -> Any:
             continue
         value = _convert(hints[name], data[name], dotted, ctx)
         allowed = field.metadata.get("choices")
-        # a list field's choices bound each of its items
-        for item in (value if isinstance(value, tuple) else (value,)) if allowed else ():
+        items = value if isinstance(value, tuple) else (value,)  # a list's choices bound each
+        for item in items if allowed else ():
             if item is not None and item not in allowed:
                 near = difflib.get_close_matches(str(item), allowed, n=1, cutoff=0.5)
                 hint = f" (did you mean {near[0]!r}?)" if near else ""
