@@ -167,6 +167,16 @@ def test_an_engine_on_a_part_of_a_vendor_it_does_not_run_on_is_refused(engine, g
     assert f"({runs})" in line
 
 
+def test_a_pool_renaming_its_engine_is_refused():
+    # the pool's keys merged over the deployment's engine: the new name relabelled mori-sglang's
+    # settings as TensorRT-LLM's, on an MI355X, without a word
+    result = invoke("describe", "scenarios/inferencemax/dsr1-mi355x-mori-sglang-fp8-disagg.yaml",
+                    "--set", "topology.decode.engine.name=trt")
+    assert result.exit_code == 2
+    assert "topology.decode.engine.name: a pool runs the deployment's engine (mori-sglang)" \
+        in one_line(result)
+
+
 def test_an_engine_listing_an_unknown_vendor_or_none_is_refused():
     result = invoke("describe", "--set", "engine.vendors=[nvidia, intel]")
     assert result.exit_code == 2

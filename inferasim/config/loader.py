@@ -173,6 +173,14 @@ def pool_scenario(scenario: Scenario, role: str, origins: dict[str, str] | None 
     if "redundant_experts" not in pool.parallel:
         par = attrs.evolve(par, redundant_experts=scenario.parallel.relaid(
             ep=par.ep).redundant_experts)
+    named = pool.engine.get("name", scenario.engine.name)
+    if named != scenario.engine.name:
+        # the pool's keys merge over the scenario's engine: a new name would relabel its
+        # settings (and pick another engine's policy) without loading that engine's catalog
+        raise ConfigError(f"a pool runs the deployment's engine ({scenario.engine.name}), not "
+                          f"{named!r}; set engine.name for the whole deployment",
+                          file=origins.get(f"{prefix}.engine.name", scenario.path),
+                          key=f"{prefix}.engine.name")
     engine = build_spec(EngineSpec, deep_merge(spec_to_dict(scenario.engine), pool.engine),
                         prefix=f"{prefix}.engine", origins=origins, default_file=scenario.path)
     # A figure the scenario's engine derived from its layout is derived again for the pool's
