@@ -111,6 +111,18 @@ def test_prune_drops_sla_misses_and_the_dominated_with_a_margin():
     assert "SLA" in verdicts[1].reason and "trails" in verdicts[3].reason
 
 
+
+
+def test_without_an_sla_the_dominated_are_still_pruned():
+    # No bound: every candidate meets the SLA with room to spare, so the best projected one
+    # sets the bar (the slack read 1 before, no candidate was sure, and all 1,554 of the
+    # quickstart's candidates on 8 GPUs went to the replay).
+    sla = Sla.parse([])
+    assert sla.slack({"ttft_p90_s": 9.0}) == math.inf and sla.met({})
+    assert Sla.parse(["ttft_p90_s=2"]).slack({"ttft_p90_s": 0.0}) == math.inf
+    projections = [_proj(1000, 60), _proj(500, 50), _proj(800, 40)]
+    verdicts = prune([None] * 3, projections, sla, "throughput_per_gpu", 0.3)
+    assert [v.stage for v in verdicts] == ["replay", "pruned", "replay"]
 def test_pareto_and_pick_best():
     pts = [(0, 100, 10), (1, 80, 20), (2, 70, 15), (3, 50, 30), (4, math.nan, 5)]
     assert pareto(pts) == {0, 1, 3}

@@ -67,8 +67,9 @@ class Sla:
 
     def slack(self, record: Mapping[str, float], *, projected: bool = False) -> float:
         """The worst bound's ratio of room: above 1 meets every bound with that factor to
-        spare, below 1 misses one by that factor (1 when there are no bounds). A missing or
-        NaN figure is a miss."""
+        spare, below 1 misses one by that factor; infinite when no bound binds (none given,
+        or every figure at zero), so stage one's best candidate can be one of those. A
+        missing or NaN figure is a miss."""
         worst = math.inf
         for key, bound in self.bounds:
             summary_key, sense, proj_key = SLA_KEYS[key]
@@ -81,7 +82,7 @@ class Sla:
             else:
                 room = bound / value if sense == "max" else value / bound
             worst = min(worst, room)
-        return 1.0 if worst == math.inf else worst
+        return worst
 
     def met(self, record: Mapping[str, float]) -> bool:
         return self.slack(record) >= 1.0
