@@ -123,14 +123,15 @@ def test_every_layer_adds_its_latency_to_each_step_whatever_the_batch():
         AnalyticOracle(base).fixed_s - base.gpu.step_overhead_s
 
 
-@pytest.mark.parametrize("overrides", [
-    [],  # dense GQA: the seconds-only path
-    ["model.name=deepseek-r1", "gpu.name=mi355x", "parallel.tp=8", "speculative.method=mtp",
-     "speculative.draft_tokens=3"],
-    ["model.name=gpt-oss-120b", "gpu.name=h100"],  # windowed layers: through step()
-    ["scenarios/inferencemax/dsr1-b200-sglang-fp8-tp8.yaml"],  # calibrated by the anchors
+@pytest.mark.parametrize(("overrides", "anchored"), [
+    ([], False),  # dense GQA: the seconds-only path
+    # MTP: vLLM on MI355X measured it nowhere; its plain regimes there are the prior
+    (["model.name=deepseek-r1", "gpu.name=mi355x", "parallel.tp=8", "speculative.method=mtp",
+      "speculative.draft_tokens=3"], True),
+    (["model.name=gpt-oss-120b", "gpu.name=h100"], False),  # windowed layers: through step()
+    (["scenarios/inferencemax/dsr1-b200-sglang-fp8-tp8.yaml"], True),  # by its own anchors
 ])
-def test_step_seconds_equals_the_step_with_its_breakdown(overrides):
+def test_step_seconds_equals_the_step_with_its_breakdown(overrides, anchored):
     """The engine prices steps without building breakdowns: the same seconds, any mix of
     prefill chunks and decodes."""
     from inferasim.anchors.loading import default_store
@@ -147,7 +148,7 @@ def test_step_seconds_equals_the_step_with_its_breakdown(overrides):
                   decode_context=np.array([3000.0, 70.0]), width=width),
     ]
     calibrated = CalibratedOracle(sc, default_store())
-    assert calibrated.calibrated == bool(path)
+    assert calibrated.calibrated == anchored
     for oracle in (AnalyticOracle(sc), calibrated):
         for batch in batches:
             assert oracle.step_seconds(batch) == pytest.approx(oracle.step(batch).seconds,

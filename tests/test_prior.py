@@ -69,10 +69,35 @@ def test_another_engine_on_the_part_is_no_prior(target):
     assert found.prior_level is None and not found.usable
 
 
-def test_a_prior_never_crosses_the_speculative_axis(target):
+def test_a_plain_target_never_reads_speculative_regimes(target):
     store = AnchorStore(sweep("glm-5", 1.0, spec="mtp"))
     found = store.for_target(target)
     assert found.prior_level is None and not found.usable
+
+
+def test_a_speculative_target_reads_the_plain_regimes_of_its_part_and_engine(target):
+    """Without a speculative regime on its part and engine, an MTP target takes the plain
+    ones, their steps read plain (not scaled by the target's tokens a step) and its verify
+    step priced at their level: before, it fell to the analytic step while its plain
+    neighbour took the prior."""
+    store = AnchorStore(sweep("glm-5", 1.5) + sweep("minimax-m2.5", 2.0))
+    mtp = attrs.evolve(target, speculative=attrs.evolve(
+        target.speculative, method="mtp", draft_tokens=1, acceptance=0.6))
+    found = store.for_target(mtp)
+    assert found.prior_level == "part and engine, plain decoding"
+    assert {r.regime.spec_method for r in found.usable} == {"none"}
+    plain, spec = CalibratedOracle(target, store), CalibratedOracle(mtp, store)
+    assert spec.calibration["mode"] == "prior"
+    assert spec.prior.ratio == pytest.approx(plain.prior.ratio, rel=1e-9)
+    analytic = AnalyticOracle(mtp)
+    batch = StepBatch(decode_context=np.full(16, 1500.0))
+    assert spec.step(batch).seconds == pytest.approx(
+        spec.prior.ratio * analytic.step(batch).seconds)
+    # a speculative regime of the part and engine is still the nearer prior
+    own = AnchorStore(sweep("glm-5", 1.5) + sweep("minimax-m2.5", 2.0, spec="mtp")
+                      ).for_target(mtp)
+    assert own.prior_level == "part and engine"
+    assert {r.regime.model for r in own.usable} == {"minimax-m2.5"}
 
 
 def test_a_prior_takes_each_regimes_newest_build(target):

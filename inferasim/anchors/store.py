@@ -43,8 +43,9 @@ PREFILL_POINT_BAND = 1.25
 #: first: each names the regime axes it may cross. What is crossed is priced by the analytic
 #: model on both sides (the anchor's own model, weights, KV and layout against the target's),
 #: so what an anchor carries over is how far its part and engine ran from the analytic step,
-#: not its step. The speculative axis is never crossed: a verify step of another width is
-#: another step. Nor is the engine: held out by model, a prior from the part's other engines
+#: not its step. Speculative regimes are never a prior to another width: a verify step of
+#: another width is another step; a speculative target with nothing nearer reads its part and
+#: engine's plain regimes, last (below). Nor is the engine: held out by model, a prior from the part's other engines
 #: did worse than the analytic model on two of the three regimes it reached and barely better
 #: on the third (DeepSeek-R1 SGLang and TRT-LLM on H200 from vLLM's grids, GLM-5 vLLM MTP
 #: from SGLang and TRT-LLM; docs/anchors.md, "A prior per part and engine"). Past the part,
@@ -55,9 +56,17 @@ PREFILL_POINT_BAND = 1.25
 #: Llama-3.1-8B on an H100 at 4.6x the analytic TPOT (docs/anchors.md, "A prior per model, ISA
 #: and engine"). Then the analytic model.
 _LAYOUT_AXES = frozenset({"weight_dtype", "kv_dtype", "tp", "ep", "dp_attention", "dcp"})
+PLAIN_PRIOR = "part and engine, plain decoding"
 PRIOR_LEVELS = (
     ("part and engine", _LAYOUT_AXES | {"model"}),
     ("model, ISA and engine", _LAYOUT_AXES | {"gpu"}),
+    # A speculative target with none of the above: the part and engine's plain regimes,
+    # their steps read plain and the target's verify step priced at its width (its
+    # acceptance is read apart, anchors/acceptance.py). Without it such a target fell to the
+    # analytic step while its plain neighbours took the prior, and a search or a comparison
+    # set an uncalibrated verify step against calibrated plain ones (docs/anchors.md,
+    # "Speculative targets read the plain regimes of their part").
+    (PLAIN_PRIOR, _LAYOUT_AXES | {"model", "speculative"}),
 )
 
 
@@ -388,7 +397,8 @@ def _prior(refused: list[Refusal], build: str, isa: str | None
                  and ("gpu" not in r.axes or (isa and r.anchor.regime.gpu_isa == isa))
                  and nz.modelled(r.anchor.regime.engine) and r.anchor.regime.model is not None
                  and r.anchor.decode_step_s is not None
-                 and not r.anchor.prompt_share_unknown]
+                 and not r.anchor.prompt_share_unknown
+                 and ("speculative" not in r.axes or r.anchor.regime.spec_method == "none")]
         if not found:
             continue
         regimes: dict[tuple, list[AnchorRecord]] = {}

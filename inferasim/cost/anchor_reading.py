@@ -16,7 +16,7 @@ from inferasim.anchors.acceptance import carry_tokens_per_step
 from inferasim.arch.memory import model_memory_plan
 from inferasim.config.errors import ConfigError
 from inferasim.config.loader import catalog_gpu, catalog_model, rank_scenario
-from inferasim.config.scenario import Scenario
+from inferasim.config.scenario import Scenario, SpeculativeSpec
 from inferasim.cost.mixed_steps import fit_shares, step_parts
 from inferasim.cost.oracle import AnalyticOracle, StepBatch
 from inferasim.cost.prefill_reading import analytic_prefill_seconds
@@ -138,8 +138,10 @@ class AnchorReading:
         parallel = par.relaid(tp=tp or par.tp, ep=ep or par.ep,
                               dp_attention=dpa or par.dp_attention, dcp=reg.dcp or par.dcp)
         engine = attrs.evolve(sc.engine, kv_dtype=reg.kv_dtype or sc.kv_dtype)
-        model, gpu = sc.model, sc.gpu
+        model, gpu, spec = sc.model, sc.gpu, sc.speculative
         if self.result.prior_level is not None:
+            if reg.spec_method == "none" and spec.method != "none":
+                spec = SpeculativeSpec()    # a plain regime's step is read plain
             dtype = reg.weight_dtype if reg.weight_dtype not in (None, "fp4") else None
             model = self._models.get((reg.model, dtype))
             if model is None:  # read from the catalog once per model and dtype
@@ -149,12 +151,14 @@ class AnchorReading:
                 gpu = self._parts.get(reg.gpu)
                 if gpu is None:
                     gpu = self._parts[reg.gpu] = catalog_gpu(reg.gpu)
-        return attrs.evolve(sc, model=model, gpu=gpu, parallel=parallel, engine=engine)
+        return attrs.evolve(sc, model=model, gpu=gpu, parallel=parallel, engine=engine,
+                            speculative=spec)
 
     @staticmethod
     def _anchor_key(sc: Scenario) -> tuple:
         return (sc.parallel.tp, sc.parallel.ep, sc.parallel.dp_attention, sc.parallel.dcp,
-                sc.kv_dtype, sc.model.name, sc.model.weight_dtype, sc.gpu.name)
+                sc.kv_dtype, sc.model.name, sc.model.weight_dtype, sc.gpu.name,
+                sc.speculative.method)
 
     def _anchor_oracle(self, record) -> tuple[AnalyticOracle, tuple]:
         sc = self._anchor_scenario(record)
@@ -299,7 +303,7 @@ class AnchorReading:
                 # which the replay simulates again; speculative rows are left as they are
                 # (docs/anchors.md: taking them out there moved two MTP groups the wrong way).
                 measured -= self._modelled_stall(record, measured, batch)
-            if spec_target or (reg.spec_method not in (None, "none")):
+            if reg.spec_method not in (None, "none") or (spec_target and reg.spec_method is None):
                 # Mean TPOT is seconds per emitted token; a verify step emits accept_length,
                 # else the target's tokens a step carried to the anchor's output length.
                 own = record.accept_length
