@@ -45,10 +45,11 @@ PREFILL_POINT_BAND = 1.25
 #: so what an anchor carries over is how far its part and engine ran from the analytic step,
 #: not its step. Speculative regimes are never a prior to another width: a verify step of
 #: another width is another step; a speculative target with nothing nearer reads its part and
-#: engine's plain regimes, last (below). Nor is the engine: held out by model, a prior from the part's other engines
-#: did worse than the analytic model on two of the three regimes it reached and barely better
-#: on the third (DeepSeek-R1 SGLang and TRT-LLM on H200 from vLLM's grids, GLM-5 vLLM MTP
-#: from SGLang and TRT-LLM; docs/anchors.md, "A prior per part and engine"). Past the part,
+#: engine's plain regimes, last (below). Nor is the engine crossed: held out by model, a
+#: prior from the part's other engines did worse than the analytic model on two of the three
+#: regimes it reached and barely better on the third (DeepSeek-R1 SGLang and TRT-LLM on H200
+#: from vLLM's grids, GLM-5 vLLM MTP from SGLang and TRT-LLM; docs/anchors.md, "A prior per
+#: part and engine"). Past the part,
 #: the same model under the same engine on another part of the same ISA (MI300X and MI325X,
 #: H100 and H200, B200 and GB200): the same kernels on the same silicon generation, other
 #: memory and clocks, which the analytic step reads from each part's own figures. Not another
@@ -56,7 +57,6 @@ PREFILL_POINT_BAND = 1.25
 #: Llama-3.1-8B on an H100 at 4.6x the analytic TPOT (docs/anchors.md, "A prior per model, ISA
 #: and engine"). Then the analytic model.
 _LAYOUT_AXES = frozenset({"weight_dtype", "kv_dtype", "tp", "ep", "dp_attention", "dcp"})
-PLAIN_PRIOR = "part and engine, plain decoding"
 PRIOR_LEVELS = (
     ("part and engine", _LAYOUT_AXES | {"model"}),
     ("model, ISA and engine", _LAYOUT_AXES | {"gpu"}),
@@ -66,7 +66,7 @@ PRIOR_LEVELS = (
     # analytic step while its plain neighbours took the prior, and a search or a comparison
     # set an uncalibrated verify step against calibrated plain ones (docs/anchors.md,
     # "Speculative targets read the plain regimes of their part").
-    (PLAIN_PRIOR, _LAYOUT_AXES | {"model", "speculative"}),
+    ("part and engine, plain decoding", _LAYOUT_AXES | {"model", "speculative"}),
 )
 
 
