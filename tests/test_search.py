@@ -66,6 +66,10 @@ def test_default_space_of_deepseek_r1_on_16_gpus():
             for c in space.candidates}
     assert runs == {("colocated", "native"), ("disaggregated", "native"),
                     ("disaggregated", "dynamo")}
+    # the report names candidates by label: two must never read alike (native and Dynamo
+    # 1p1d pools once did)
+    labels = [c.label for c in space.candidates]
+    assert len(set(labels)) == len(labels)
     assert {c.scenario.speculative.method for c in space.candidates} == {"none", "mtp"}
     # TP1/TP2 cannot hold R1's weights on a B200: refused with the loader's reason
     assert any("weights need" in reason for _, reason in space.refused)

@@ -58,7 +58,7 @@ class Deployment:
 
     @property
     def label(self) -> str:
-        """``sglang tp8 ep8 dpa8 2x`` / ``vllm tp4 1p2d mtp``: what the deployment is."""
+        """``sglang tp8 ep8 dpa8 2x`` / ``vllm tp4 1p2d dynamo mtp``: what the deployment is."""
         o = dict(self.overrides)
         parts = [o.get("engine.name", "?"), f"tp{o.get('parallel.tp', '1')}"]
         if o.get("parallel.ep", "1") != "1":
@@ -68,6 +68,9 @@ class Deployment:
         if self.kind == "disaggregated":
             parts.append(f"{o.get('topology.prefill.instances', '1')}p"
                          f"{o.get('topology.decode.instances', '1')}d")
+            # two splits that differ only in who routes them must not read alike
+            if o.get("topology.orchestrator", "native") != "native":
+                parts.append(o["topology.orchestrator"])
         else:
             parts.append(f"{o.get('topology.instances', '1')}x")
         if o.get("speculative.method", "none") != "none":
