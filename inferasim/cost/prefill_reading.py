@@ -440,15 +440,16 @@ def analytic_prefill_seconds(oracle: AnalyticOracle, isl: int) -> float:
     return total
 
 
-def batched_prefill(oracle, isl: int) -> BatchedPrefill:
+def batched_prefill(oracle, isl: int, resident: int = 0) -> BatchedPrefill:
     """A prefill worker's steps of one to ``most`` prompts of ``isl`` tokens: each
     attention-DP rank fills its token budget with whole prompts (one at least), so a step
-    takes up to ``budget // isl`` prompts a rank. ``oracle`` analytic (a reading's, its
-    slope applied by the fit) or calibrated (a prediction's)."""
+    takes up to ``budget // isl`` prompts a rank. ``resident``: cached tokens ahead of each
+    prompt, which its attention reads. ``oracle`` analytic (a reading's, its slope applied
+    by the fit) or calibrated (a prediction's)."""
     budget = rank_scenario(oracle.scenario).engine.prompt_budget
     most = max(1, budget // max(1, isl)) * oracle.scenario.parallel.dp_attention
     sizes = sorted({1, most} | {2 ** i for i in range(1, most.bit_length()) if 2 ** i < most})
     seconds = tuple(oracle.step(StepBatch(prefill_tokens=np.full(m, float(isl)),
-                                          prefill_resident=np.zeros(m),
+                                          prefill_resident=np.full(m, float(resident)),
                                           prefill_samples=m)).seconds for m in sizes)
     return BatchedPrefill(tuple(float(m) for m in sizes), seconds)

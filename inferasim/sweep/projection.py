@@ -56,15 +56,21 @@ class WorkloadMoments:
     prompts: np.ndarray           # per sampled request: prompt tokens
     shared_tokens: np.ndarray     # per sampled request: cached tokens from other sessions
     private_tokens: np.ndarray    # per sampled request: cached tokens from its own session
+    # The same two for a cache that is never sent the outputs: a disaggregated prefill
+    # pool's (the decode pool generates them; serve/topology.py sends it none).
+    prompt_shared_tokens: np.ndarray | None = None
+    prompt_private_tokens: np.ndarray | None = None
+    thinks: np.ndarray | None = None  # per sampled request: its client's think time before it
 
     @property
     def hit_ideal(self) -> float:
         return self.hit_shared + self.hit_private
 
 
-def _cached_blocks(specs: list) -> tuple[np.ndarray, np.ndarray]:
+def _cached_blocks(specs: list, outputs: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Per request, the leading prompt blocks an unbounded cache holds when it arrives, split
     into (blocks first sent by another session, blocks first sent by its own session).
+    ``outputs=False``: a cache that is sent the prompts only.
 
     Vectorised: every block id gets the position of its first appearance (request r's prompt
     at 2r, its finished output at 2r + 1); a block is cached for request r if it appeared
@@ -75,7 +81,7 @@ def _cached_blocks(specs: list) -> tuple[np.ndarray, np.ndarray]:
         keys = np.asarray(spec.keys, dtype=np.int64)
         parts.append(keys)
         tags.append(np.full(keys.size, 2 * r, dtype=np.int64))
-        if spec.finish_keys is not None:
+        if outputs and spec.finish_keys is not None:
             fin = np.asarray(spec.finish_keys, dtype=np.int64)
             parts.append(fin)
             tags.append(np.full(fin.size, 2 * r + 1, dtype=np.int64))
@@ -94,7 +100,8 @@ def _cached_blocks(specs: list) -> tuple[np.ndarray, np.ndarray]:
         n = len(spec.keys)
         limit = min(n, max(0, (spec.prompt_tokens - 1) // spec.block_tokens))
         seen = first[inverse[offset:offset + limit]]
-        offset += n + (len(spec.finish_keys) if spec.finish_keys is not None else 0)
+        offset += n + (len(spec.finish_keys) if outputs and spec.finish_keys is not None
+                       else 0)
         misses = np.flatnonzero(seen >= 2 * r)
         run = int(misses[0]) if misses.size else limit
         if run == 0:
@@ -140,6 +147,7 @@ def workload_moments(scenario: Scenario, sample: int = SAMPLE_REQUESTS) -> Workl
         specs = specs[:sample]
     requests = [spec for _, spec in specs]
     sh_a, pr_a = _cached_blocks(requests)
+    sh_p, pr_p = _cached_blocks(requests, outputs=False)
     prompts = [spec.prompt_tokens for spec in requests]
     outputs = [spec.output_tokens for spec in requests]
     thinks = [think for think, _ in specs]
@@ -158,7 +166,9 @@ def workload_moments(scenario: Scenario, sample: int = SAMPLE_REQUESTS) -> Workl
         hit_shared=float(sh_a.sum() / p.sum()), hit_private=float(pr_a.sum() / p.sum()),
         decode_context=float((o * (p + o / 2)).sum() / o.sum()),
         idle_context=float(np.mean(idle)) if idle else 0.0, rate=rate,
-        prompts=p, shared_tokens=sh_a, private_tokens=pr_a)
+        prompts=p, shared_tokens=sh_a, private_tokens=pr_a,
+        prompt_shared_tokens=sh_p, prompt_private_tokens=pr_p,
+        thinks=np.asarray(thinks, dtype=np.float64))
 
 
 class _Prices:
@@ -541,6 +551,7 @@ def project_disaggregated(scenario: Scenario, knobs: Knobs | None = None,
     scenario, and the frontend is the prefill pool's oracle's, as the replay's. The two pools
     are solved together: each one's time is the other's clients' time away."""
     from inferasim.arch.interconnect import kv_link_plan
+    from inferasim.arch.memory import memory_plan
     from inferasim.config.loader import pool_scenario
     from inferasim.cost.calibrated import oracle_for
     from inferasim.cost.prefill_reading import batched_prefill
@@ -563,16 +574,26 @@ def project_disaggregated(scenario: Scenario, knobs: Knobs | None = None,
     transfer = (link.latency_s + m.prompt_mean * full_kv_bytes_per_token(scenario)
                 / link.bytes_per_s)
     workers = topo.prefill.instances
+    pool = memory_plan(prefill).kv_pool_tokens * workers
     servers: dict[int, Any] = {}
-    sojourn = 0.0
+    sojourn, horizon, gap, last_tail = 0.0, math.inf, 0.0, 0
     for _ in range(DISAGG_PASSES):
+        cached = _prefill_pool_cached(scenario, prefill, m, horizon, gap)
+        hit = float(cached.sum() / m.prompts.sum())
+        tail = max(1, round(m.prompt_mean * (1.0 - hit)))
+        server = servers.get(tail)
+        if server is None:
+            # each prompt's attention reads the prefix its pool held; the mean prompt's
+            # steps are scaled to the mean of the workload's (a long prompt's chunks cost
+            # more a token)
+            server = batched_prefill(pre_oracle, tail, round(m.prompt_mean) - tail)
+            spread = _prefill_spread(pre_oracle, m.prompts, cached, tail,
+                                     round(m.prompt_mean) - tail)
+            server = servers[tail] = attrs.evolve(
+                server, seconds=tuple(spread * t for t in server.seconds))
         out = project(colocated, knobs, oracle=dec_oracle, moments=m,
                       prices_class=_DecodeOnlyPrices, frontend=frontend,
                       beyond=sojourn + transfer)
-        tail = max(1, round(m.prompt_mean * (1.0 - float(out["prefix_hit_rate"]))))
-        server = servers.get(tail)
-        if server is None:
-            server = servers[tail] = batched_prefill(pre_oracle, tail)
         x = float(out["request_rate"])
         decode_s = float(out["e2e_mean_s"]) - float(out["ttft_mean_s"])
         if m.rate is None:
@@ -581,8 +602,12 @@ def project_disaggregated(scenario: Scenario, knobs: Knobs | None = None,
             moved = batched_sojourn(server, scenario.workload.concurrency, away, workers)
         else:
             moved = batched_response(server, x, workers)
-        settled = not math.isfinite(moved) or abs(moved - sojourn) <= 1e-3 * max(sojourn, 1e-3)
-        sojourn = moved
+        # LRU keeps what was written in the last pool / (uncached tokens a second) seconds
+        horizon = pool / max(x * tail, 1e-9)
+        gap = float(out["e2e_mean_s"]) - sojourn + (moved if math.isfinite(moved) else 0.0)
+        settled = tail == last_tail and (
+            not math.isfinite(moved) or abs(moved - sojourn) <= 1e-3 * max(sojourn, 1e-3))
+        sojourn, last_tail = moved, tail
         if settled:
             break
     capacity = server.capacity(workers)
@@ -602,8 +627,56 @@ def project_disaggregated(scenario: Scenario, knobs: Knobs | None = None,
         "e2e_mean_s": ttft + decode_s, "saturated": saturated,
         "prefill_span_s": span, "prefill_wait_s": max(0.0, sojourn - span),
         "kv_transfer_s": transfer, "prefill_capacity_rps": capacity,
+        "prefix_hit_rate": hit,
     })
     return out
+
+
+def _prefill_pool_cached(scenario: Scenario, prefill: Scenario, m: WorkloadMoments,
+                         horizon: float, gap: float) -> np.ndarray:
+    """Per sampled request, the cached tokens a disaggregated prefill pool serves it. Its
+    cache is sent the prompts and never the outputs. Under LRU a block stays while less
+    than ``horizon`` seconds of new blocks have been written after it (the pool over the
+    rate uncached tokens arrive: Che's approximation), so a session's last prompt is found
+    if its next turn comes back within the horizon: ``gap`` (the rest of its round outside
+    the pool's cache: transfer, decode, the next prompt's wait) plus its think time. An open
+    stream's turns are taken to come back in time. The turn finds it only on the worker
+    (and rank) its router sends it to (``_engines``' affinity)."""
+    topo = scenario.topology
+    _, affinity = _engines(prefill.evolve(topology=attrs.evolve(
+        topo, kind="colocated", instances=topo.prefill.instances, router=topo.router_policy)))
+    kept = np.full(m.prompts.size, affinity)
+    if m.rate is None:
+        kept = kept * (m.thinks + gap < horizon)
+    return m.prompt_shared_tokens + kept * m.prompt_private_tokens
+
+
+def _prefill_spread(oracle, prompts: np.ndarray, cached: np.ndarray, tail: int,
+                    resident: int) -> float:
+    """The mean prompt's prefill seconds over the prompt of mean length's: a prompt alone,
+    in chunks of its rank's budget, at quantile representatives of the uncached tail (as
+    ``_Prices`` takes them). Above 1 where long prompts cost more a token (attention)."""
+    from inferasim.cost.oracle import StepBatch
+
+    budget = rank_scenario(oracle.scenario).engine.prompt_budget
+
+    def alone(tokens: float, ahead: float) -> float:
+        done, seconds = 0.0, 0.0
+        while done < tokens:
+            chunk = min(budget, tokens - done)
+            seconds += oracle.step(StepBatch(
+                prefill_tokens=np.array([chunk]), prefill_resident=np.array([ahead + done]),
+                prefill_samples=int(done + chunk >= tokens))).seconds
+            done += chunk
+        return seconds
+
+    tails = np.maximum(prompts - cached, 1.0)
+    order = np.argsort(tails, kind="stable")
+    groups = [g for g in np.array_split(order, min(PREFILL_REPRESENTATIVES, order.size))
+              if g.size]
+    mean = float(np.mean([alone(float(tails[g].mean()), float(cached[g].mean()))
+                          for g in groups]))
+    return mean / alone(float(tail), float(resident))
 
 
 # Metrics the projection and a replay both report, scored projection against replay.
