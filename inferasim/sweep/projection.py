@@ -576,6 +576,7 @@ def project_disaggregated(scenario: Scenario, knobs: Knobs | None = None,
     workers = topo.prefill.instances
     pool = memory_plan(prefill).kv_pool_tokens * workers
     servers: dict[int, Any] = {}
+    spreads: dict[int, float] = {}
     sojourn, horizon, gap, last_tail = 0.0, math.inf, 0.0, 0
     for _ in range(DISAGG_PASSES):
         cached = _prefill_pool_cached(scenario, prefill, m, horizon, gap)
@@ -585,12 +586,14 @@ def project_disaggregated(scenario: Scenario, knobs: Knobs | None = None,
         if server is None:
             # each prompt's attention reads the prefix its pool held; the mean prompt's
             # steps are scaled to the mean of the workload's (a long prompt's chunks cost
-            # more a token)
+            # more a token), read again only when the tail moves by 2% or more
+            bucket = round(math.log(tail) / math.log(1.02))
+            if bucket not in spreads:
+                spreads[bucket] = _prefill_spread(pre_oracle, m.prompts, cached, tail,
+                                                  round(m.prompt_mean) - tail)
             server = batched_prefill(pre_oracle, tail, round(m.prompt_mean) - tail)
-            spread = _prefill_spread(pre_oracle, m.prompts, cached, tail,
-                                     round(m.prompt_mean) - tail)
             server = servers[tail] = attrs.evolve(
-                server, seconds=tuple(spread * t for t in server.seconds))
+                server, seconds=tuple(spreads[bucket] * t for t in server.seconds))
         out = project(colocated, knobs, oracle=dec_oracle, moments=m,
                       prices_class=_DecodeOnlyPrices, frontend=frontend,
                       beyond=sojourn + transfer)
