@@ -90,7 +90,8 @@ def project(scenario, overrides, as_json, no_replay, **flags):
                    f"{projection['prefill_capacity_rps']:.1f} requests/s, a lone prompt "
                    f"{projection['prefill_span_s'] * 1e3:.1f} ms, its queue "
                    f"{projection['prefill_wait_s'] * 1e3:.1f} ms, KV transfer "
-                   f"{projection['kv_transfer_s'] * 1e3:.2f} ms")
+                   f"{projection['kv_transfer_s'] * 1e3:.2f} ms, its cache keeps "
+                   f"{projection['prefill_cache_horizon_s']:.0f} s of prompts (LRU)")
     click.echo(f"workload: prompt {wl['prompt_mean']:.0f}, output {wl['output_mean']:.0f}, "
                f"think {wl['think_mean_s']:.1f} s per request, ideal hit {wl['hit_ideal']:.1%} "
                f"({wl['requests_sampled']} requests sampled)")

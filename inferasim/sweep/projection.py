@@ -58,9 +58,9 @@ class WorkloadMoments:
     private_tokens: np.ndarray    # per sampled request: cached tokens from its own session
     # The same two for a cache that is never sent the outputs: a disaggregated prefill
     # pool's (the decode pool generates them; serve/topology.py sends it none).
-    prompt_shared_tokens: np.ndarray | None = None
-    prompt_private_tokens: np.ndarray | None = None
-    thinks: np.ndarray | None = None  # per sampled request: its client's think time before it
+    prompt_shared_tokens: np.ndarray
+    prompt_private_tokens: np.ndarray
+    thinks: np.ndarray            # per sampled request: its client's think time before it
 
     @property
     def hit_ideal(self) -> float:
@@ -630,7 +630,10 @@ def project_disaggregated(scenario: Scenario, knobs: Knobs | None = None,
         "e2e_mean_s": ttft + decode_s, "saturated": saturated,
         "prefill_span_s": span, "prefill_wait_s": max(0.0, sojourn - span),
         "kv_transfer_s": transfer, "prefill_capacity_rps": capacity,
-        "prefix_hit_rate": hit,
+        "prefix_hit_rate": hit, "prefill_cache_horizon_s": horizon,
+        # the share of the sessions' own prefixes the prefill pool's cache still holds
+        "cache_retention": float((cached - m.prompt_shared_tokens).sum()
+                                 / max(m.prompt_private_tokens.sum(), 1.0)),
     })
     return out
 
