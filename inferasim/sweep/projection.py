@@ -661,18 +661,24 @@ def _prefill_spread(oracle, prompts: np.ndarray, cached: np.ndarray, tail: int,
                     resident: int) -> float:
     """The mean prompt's prefill seconds over the prompt of mean length's: a prompt alone,
     in chunks of its rank's budget, at quantile representatives of the uncached tail (as
-    ``_Prices`` takes them). Above 1 where long prompts cost more a token (attention)."""
+    ``_Prices`` takes them). Above 1 where long prompts cost more a token (attention).
+
+    Attention-DP ranks step together, each on its own chunk, so a step lasts as long as
+    its slowest rank's: the mean chunk's seconds become the mean of the largest of ``dp``
+    chunks drawn from the workload's (every chunk as likely, as a busy rank takes one a
+    step)."""
     from inferasim.cost.oracle import StepBatch
 
     budget = rank_scenario(oracle.scenario).engine.prompt_budget
+    dp = oracle.scenario.parallel.dp_attention
 
-    def alone(tokens: float, ahead: float) -> float:
-        done, seconds = 0.0, 0.0
+    def chunks(tokens: float, ahead: float) -> list[float]:
+        done, seconds = 0.0, []
         while done < tokens:
             chunk = min(budget, tokens - done)
-            seconds += oracle.step(StepBatch(
+            seconds.append(oracle.step(StepBatch(
                 prefill_tokens=np.array([chunk]), prefill_resident=np.array([ahead + done]),
-                prefill_samples=int(done + chunk >= tokens))).seconds
+                prefill_samples=int(done + chunk >= tokens))).seconds)
             done += chunk
         return seconds
 
@@ -680,9 +686,14 @@ def _prefill_spread(oracle, prompts: np.ndarray, cached: np.ndarray, tail: int,
     order = np.argsort(tails, kind="stable")
     groups = [g for g in np.array_split(order, min(PREFILL_REPRESENTATIVES, order.size))
               if g.size]
-    mean = float(np.mean([alone(float(tails[g].mean()), float(cached[g].mean()))
-                          for g in groups]))
-    return mean / alone(float(tail), float(resident))
+    steps = [chunks(float(tails[g].mean()), float(cached[g].mean())) for g in groups]
+    spread = float(np.mean([sum(c) for c in steps])) / sum(chunks(float(tail), float(resident)))
+    if dp > 1:
+        every = np.sort(np.concatenate([np.asarray(c) for c in steps]))
+        below = np.arange(1, every.size + 1) / every.size
+        largest = float(np.sum(every * (below ** dp - (below - 1 / every.size) ** dp)))
+        spread *= largest / float(every.mean())
+    return spread
 
 
 # Metrics the projection and a replay both report, scored projection against replay.
