@@ -92,3 +92,17 @@ def test_a_session_workloads_prefill_pool_is_priced_from_its_prompts_and_its_cac
     m = workload_moments(sc)
     prompt_only = (m.prompt_shared_tokens.sum() + m.prompt_private_tokens.sum()) / m.prompts.sum()
     assert 0 < prompt_only < m.hit_ideal      # the outputs a colocated cache also holds
+
+
+def test_an_attention_dp_prefill_worker_steps_at_its_slowest_rank():
+    """Two attention-DP ranks a prefill worker, prompts up to 130k tokens: the ranks step
+    together, each on its own token budget, so a step lasts as long as the dearer rank's.
+    Priced as the mean rank's step, the projection ran 22% above this replay's throughput;
+    as the larger of two chunk prices drawn without weighting by tokens, 11% below."""
+    sc = load_scenario(None, ["model.name=gpt-oss-120b", "gpu.name=h100", "parallel.tp=2",
+                              "parallel.ep=2", "parallel.dp_attention=2",
+                              "topology.kind=disaggregated", "topology.prefill.instances=1",
+                              "topology.decode.instances=1", "workload.concurrency=128"])
+    _, rep = replay_summary(simulate(sc, Knobs()))
+    proj = project_disaggregated(sc, Knobs())
+    assert proj["total_tok_s_per_gpu"] == pytest.approx(rep["total_tok_s_per_gpu"], rel=0.06)

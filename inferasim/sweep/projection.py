@@ -663,36 +663,41 @@ def _prefill_spread(oracle, prompts: np.ndarray, cached: np.ndarray, tail: int,
     in chunks of its rank's budget, at quantile representatives of the uncached tail (as
     ``_Prices`` takes them). Above 1 where long prompts cost more a token (attention).
 
-    Attention-DP ranks step together, each on its own chunk, so a step lasts as long as
-    its slowest rank's: the mean chunk's seconds become the mean of the largest of ``dp``
-    chunks drawn from the workload's (every chunk as likely, as a busy rank takes one a
-    step)."""
+    Attention-DP ranks step together, each on its own budget of tokens, so a step lasts as
+    long as its slowest rank's: a busy rank's step is priced as a full budget at one
+    chunk's price a token (a chunk drawn in proportion to its tokens: short prompts share
+    a step), and the mean such step becomes the mean of the largest of ``dp`` of them."""
     from inferasim.cost.oracle import StepBatch
 
     budget = rank_scenario(oracle.scenario).engine.prompt_budget
     dp = oracle.scenario.parallel.dp_attention
 
-    def chunks(tokens: float, ahead: float) -> list[float]:
-        done, seconds = 0.0, []
+    def chunks(tokens: float, ahead: float) -> list[tuple[float, float]]:
+        """(tokens, seconds) of each chunk of a prompt alone."""
+        done, out = 0.0, []
         while done < tokens:
             chunk = min(budget, tokens - done)
-            seconds.append(oracle.step(StepBatch(
+            out.append((chunk, oracle.step(StepBatch(
                 prefill_tokens=np.array([chunk]), prefill_resident=np.array([ahead + done]),
-                prefill_samples=int(done + chunk >= tokens))).seconds)
+                prefill_samples=int(done + chunk >= tokens))).seconds))
             done += chunk
-        return seconds
+        return out
 
     tails = np.maximum(prompts - cached, 1.0)
     order = np.argsort(tails, kind="stable")
     groups = [g for g in np.array_split(order, min(PREFILL_REPRESENTATIVES, order.size))
               if g.size]
     steps = [chunks(float(tails[g].mean()), float(cached[g].mean())) for g in groups]
-    spread = float(np.mean([sum(c) for c in steps])) / sum(chunks(float(tail), float(resident)))
+    mean = float(np.mean([sum(t for _, t in c) for c in steps]))
+    spread = mean / sum(t for _, t in chunks(float(tail), float(resident)))
     if dp > 1:
-        every = np.sort(np.concatenate([np.asarray(c) for c in steps]))
-        below = np.arange(1, every.size + 1) / every.size
-        largest = float(np.sum(every * (below ** dp - (below - 1 / every.size) ** dp)))
-        spread *= largest / float(every.mean())
+        tokens, seconds = np.array([tc for c in steps for tc in c]).T
+        full = seconds * budget / tokens           # a rank's full step at this chunk's price
+        by = np.argsort(full)
+        full, weight = full[by], tokens[by] / tokens.sum()
+        below = np.cumsum(weight)
+        largest = float(np.sum(full * (below ** dp - np.maximum(below - weight, 0.0) ** dp)))
+        spread *= largest / float(np.sum(full * weight))
     return spread
 
 
