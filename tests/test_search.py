@@ -84,7 +84,7 @@ def test_space_on_an_amd_part_and_narrowed():
                                                   "workload.concurrency=16"]))
     assert {c.scenario.engine.name for c in space.candidates} == {"atom", "sglang"}
     assert {c.concurrency for c in space.candidates} == {16}
-    assert {c.scenario.parallel.tp for c in space.candidates} == {8}
+    assert {c.scenario.parallel.tp for c in space.candidates} == {4, 8}
     assert {c.scenario.topology.orchestrator for c in space.candidates} == {"native"}  # AMD
     # an engine named for a part it does not run on is refused with the loader's reason
     named = build_space(resolver, 8, parse_space(["engine.name=trt,sglang", "parallel.tp=8",
@@ -95,6 +95,16 @@ def test_space_on_an_amd_part_and_narrowed():
         build_space(resolver, 0, [])
     with pytest.raises(ConfigError, match="native or dynamo"):
         build_space(resolver, 8, parse_space(["topology.orchestrator=ray"]))
+
+
+def test_a_template_whose_own_layout_does_not_fit_is_still_searched():
+    # the quickstart is TP1: DeepSeek-R1's weights fit four MI355X, not one or two
+    resolver = DeploymentResolver(None, ["model.name=deepseek-r1", "gpu.name=mi355x"])
+    space = build_space(resolver, 8, parse_space(["engine.name=sglang",
+                                                  "topology.kind=colocated",
+                                                  "workload.concurrency=16"]))
+    assert {c.scenario.parallel.tp for c in space.candidates} == {4, 8}
+    assert any("weights need" in reason for _, reason in space.refused)
 
 
 def _proj(tput, intvty):

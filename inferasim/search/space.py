@@ -259,7 +259,10 @@ class DeploymentResolver:
         data, origins = load_tree(self.path)
         apply_overrides(data, origins, list(overrides))
         self._data, self._origins = data, origins
-        self.base = resolve(copy.deepcopy(data), dict(origins), str(self.path.resolve()))
+        # the scenario is the search's template: its own layout need not fit (a TP1
+        # quickstart naming DeepSeek-R1), each candidate's is checked as it is built
+        self.base = resolve(copy.deepcopy(data), dict(origins), str(self.path.resolve()),
+                            check_fit=False)
 
     def tree(self, overrides: Sequence[tuple[str, str]]) -> dict[str, Any]:
         data = copy.deepcopy(self._data)
