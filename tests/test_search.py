@@ -84,7 +84,7 @@ def test_space_on_an_amd_part_and_narrowed():
                                                   "workload.concurrency=16"]))
     assert {c.scenario.engine.name for c in space.candidates} == {"atom", "sglang"}
     assert {c.concurrency for c in space.candidates} == {16}
-    assert {c.scenario.parallel.tp for c in space.candidates} == {4, 8}
+    assert {c.scenario.parallel.tp for c in space.candidates} == {8}
     assert {c.scenario.topology.orchestrator for c in space.candidates} == {"native"}  # AMD
     # an engine named for a part it does not run on is refused with the loader's reason
     named = build_space(resolver, 8, parse_space(["engine.name=trt,sglang", "parallel.tp=8",
