@@ -426,18 +426,25 @@ def _prefill_beside_decodes(oracle: AnalyticOracle, isl: int, batch: int, contex
     return total
 
 
-def analytic_prefill_seconds(oracle: AnalyticOracle, isl: int) -> float:
-    """One prompt alone, in the engine's prefill chunks, at the context already resident."""
-    chunk = max(1, int(oracle.scenario.engine.chunked_prefill_size))
-    total, done = 0.0, 0
+def prefill_chunks(oracle, isl: float, chunk: int, resident: float = 0.0
+                   ) -> list[tuple[float, float]]:
+    """(tokens, seconds) of each step of one prompt of ``isl`` tokens alone, in chunks of
+    ``chunk`` tokens, each at the context already resident (``resident`` cached ahead)."""
+    out, done = [], 0.0
     while done < isl:
         c = min(chunk, isl - done)
         last = done + c >= isl
-        total += oracle.step(StepBatch(prefill_tokens=np.array([float(c)]),
-                                       prefill_resident=np.array([float(done)]),
-                                       prefill_samples=1 if last else 0)).seconds
+        out.append((c, oracle.step(StepBatch(prefill_tokens=np.array([float(c)]),
+                                             prefill_resident=np.array([resident + done]),
+                                             prefill_samples=1 if last else 0)).seconds))
         done += c
-    return total
+    return out
+
+
+def analytic_prefill_seconds(oracle: AnalyticOracle, isl: int) -> float:
+    """One prompt alone, in the engine's prefill chunks, at the context already resident."""
+    chunk = max(1, int(oracle.scenario.engine.chunked_prefill_size))
+    return sum(seconds for _, seconds in prefill_chunks(oracle, isl, chunk))
 
 
 def batched_prefill(oracle, isl: int, resident: int = 0) -> BatchedPrefill:

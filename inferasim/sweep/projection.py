@@ -171,6 +171,15 @@ def workload_moments(scenario: Scenario, sample: int = SAMPLE_REQUESTS) -> Workl
         thinks=np.asarray(thinks, dtype=np.float64))
 
 
+def _representatives(prompts: np.ndarray, cached: np.ndarray) -> list[tuple[float, float]]:
+    """Representative requests, (uncached tail, cached) each: quantiles of the uncached
+    tail, equal weights."""
+    tails = np.maximum(prompts - cached, 1.0)
+    order = np.argsort(tails, kind="stable")
+    groups = np.array_split(order, min(PREFILL_REPRESENTATIVES, order.size))
+    return [(float(tails[g].mean()), float(cached[g].mean())) for g in groups if g.size]
+
+
 class _Prices:
     """Step prices from the oracle, cached by integer batch and interpolated between."""
 
@@ -185,12 +194,8 @@ class _Prices:
         self.mixed = eng.scheduler == "unified"
         self.batched_tokens = eng.max_num_batched_tokens
         self.chunk_size = eng.chunked_prefill_size
-        # Representative requests: quantiles of the uncached tail, equal weights.
-        cached = moments.shared_tokens + retention * moments.private_tokens
-        tails = np.maximum(moments.prompts - cached, 1.0)
-        order = np.argsort(tails, kind="stable")
-        groups = np.array_split(order, min(PREFILL_REPRESENTATIVES, order.size))
-        self.reps = [(float(tails[g].mean()), float(cached[g].mean())) for g in groups if g.size]
+        self.reps = _representatives(
+            moments.prompts, moments.shared_tokens + retention * moments.private_tokens)
         self._decode: dict[int, tuple[float, float]] = {}
         self._prefill: dict[int, tuple[float, float, float, float, float]] = {}
 
@@ -577,9 +582,10 @@ def project_disaggregated(scenario: Scenario, knobs: Knobs | None = None,
     pool = memory_plan(prefill).kv_pool_tokens * workers
     servers: dict[int, Any] = {}
     spreads: dict[int, float] = {}
+    affinity = _prefill_affinity(scenario, prefill)
     sojourn, horizon, gap, last_tail = 0.0, math.inf, 0.0, 0
     for _ in range(DISAGG_PASSES):
-        cached = _prefill_pool_cached(scenario, prefill, m, horizon, gap)
+        cached = _prefill_pool_cached(m, affinity, horizon, gap)
         hit = float(cached.sum() / m.prompts.sum())
         tail = max(1, round(m.prompt_mean * (1.0 - hit)))
         server = servers.get(tail)
@@ -587,11 +593,11 @@ def project_disaggregated(scenario: Scenario, knobs: Knobs | None = None,
             # each prompt's attention reads the prefix its pool held; the mean prompt's
             # steps are scaled to the mean of the workload's (a long prompt's chunks cost
             # more a token), read again only when the tail moves by 2% or more
+            resident = round(m.prompt_mean) - tail
             bucket = round(math.log(tail) / math.log(1.02))
             if bucket not in spreads:
-                spreads[bucket] = _prefill_spread(pre_oracle, m.prompts, cached, tail,
-                                                  round(m.prompt_mean) - tail)
-            server = batched_prefill(pre_oracle, tail, round(m.prompt_mean) - tail)
+                spreads[bucket] = _prefill_spread(pre_oracle, m.prompts, cached, tail, resident)
+            server = batched_prefill(pre_oracle, tail, resident)
             server = servers[tail] = attrs.evolve(
                 server, seconds=tuple(spreads[bucket] * t for t in server.seconds))
         out = project(colocated, knobs, oracle=dec_oracle, moments=m,
@@ -638,19 +644,24 @@ def project_disaggregated(scenario: Scenario, knobs: Knobs | None = None,
     return out
 
 
-def _prefill_pool_cached(scenario: Scenario, prefill: Scenario, m: WorkloadMoments,
-                         horizon: float, gap: float) -> np.ndarray:
+def _prefill_affinity(scenario: Scenario, prefill: Scenario) -> float:
+    """The chance a session's next turn reaches the prefill worker (and rank) holding its
+    last prompt: ``_engines``' affinity for the pool's router."""
+    topo = scenario.topology
+    return _engines(prefill.evolve(topology=attrs.evolve(
+        topo, kind="colocated", instances=topo.prefill.instances, router=topo.router_policy)))[1]
+
+
+def _prefill_pool_cached(m: WorkloadMoments, affinity: float, horizon: float, gap: float
+                         ) -> np.ndarray:
     """Per sampled request, the cached tokens a disaggregated prefill pool serves it. Its
     cache is sent the prompts and never the outputs. Under LRU a block stays while less
     than ``horizon`` seconds of new blocks have been written after it (the pool over the
     rate uncached tokens arrive: Che's approximation), so a session's last prompt is found
     if its next turn comes back within the horizon: ``gap`` (the rest of its round outside
     the pool's cache: transfer, decode, the next prompt's wait) plus its think time. An open
-    stream's turns are taken to come back in time. The turn finds it only on the worker
-    (and rank) its router sends it to (``_engines``' affinity)."""
-    topo = scenario.topology
-    _, affinity = _engines(prefill.evolve(topology=attrs.evolve(
-        topo, kind="colocated", instances=topo.prefill.instances, router=topo.router_policy)))
+    stream's turns are taken to come back in time; a turn finds its prompt only with the
+    router's ``affinity``."""
     kept = np.full(m.prompts.size, affinity)
     if m.rate is None:
         kept = kept * (m.thinks + gap < horizon)
@@ -660,36 +671,20 @@ def _prefill_pool_cached(scenario: Scenario, prefill: Scenario, m: WorkloadMomen
 def _prefill_spread(oracle, prompts: np.ndarray, cached: np.ndarray, tail: int,
                     resident: int) -> float:
     """The mean prompt's prefill seconds over the prompt of mean length's: a prompt alone,
-    in chunks of its rank's budget, at quantile representatives of the uncached tail (as
-    ``_Prices`` takes them). Above 1 where long prompts cost more a token (attention).
+    in chunks of its rank's budget, at the representatives ``_Prices`` takes. Above 1 where
+    long prompts cost more a token (attention).
 
     Attention-DP ranks step together, each on its own budget of tokens, so a step lasts as
     long as its slowest rank's: a busy rank's step is priced as a full budget at one
     chunk's price a token (a chunk drawn in proportion to its tokens: short prompts share
     a step), and the mean such step becomes the mean of the largest of ``dp`` of them."""
-    from inferasim.cost.oracle import StepBatch
+    from inferasim.cost.prefill_reading import prefill_chunks
 
     budget = rank_scenario(oracle.scenario).engine.prompt_budget
     dp = oracle.scenario.parallel.dp_attention
-
-    def chunks(tokens: float, ahead: float) -> list[tuple[float, float]]:
-        """(tokens, seconds) of each chunk of a prompt alone."""
-        done, out = 0.0, []
-        while done < tokens:
-            chunk = min(budget, tokens - done)
-            out.append((chunk, oracle.step(StepBatch(
-                prefill_tokens=np.array([chunk]), prefill_resident=np.array([ahead + done]),
-                prefill_samples=int(done + chunk >= tokens))).seconds))
-            done += chunk
-        return out
-
-    tails = np.maximum(prompts - cached, 1.0)
-    order = np.argsort(tails, kind="stable")
-    groups = [g for g in np.array_split(order, min(PREFILL_REPRESENTATIVES, order.size))
-              if g.size]
-    steps = [chunks(float(tails[g].mean()), float(cached[g].mean())) for g in groups]
-    mean = float(np.mean([sum(t for _, t in c) for c in steps]))
-    spread = mean / sum(t for _, t in chunks(float(tail), float(resident)))
+    steps = [prefill_chunks(oracle, t, budget, c) for t, c in _representatives(prompts, cached)]
+    mean = float(np.mean([sum(s for _, s in c) for c in steps]))
+    spread = mean / sum(s for _, s in prefill_chunks(oracle, tail, budget, resident))
     if dp > 1:
         tokens, seconds = np.array([tc for c in steps for tc in c]).T
         full = seconds * budget / tokens           # a rank's full step at this chunk's price
