@@ -7,17 +7,10 @@ import functools
 from pathlib import Path
 
 from inferasim.anchors.store import DEFAULT_ANCHOR_DIR, AnchorStore
+from inferasim.config.fingerprint import files_signature
 from inferasim.config.paths import resolve_scenario_path
 
-
-def _signature(root: Path) -> tuple:
-    if root.is_file():
-        st = root.stat()
-        return ((str(root), st.st_mtime_ns, st.st_size),)
-    return tuple(sorted((str(p), p.stat().st_mtime_ns, p.stat().st_size)
-                        for p in root.rglob("*")
-                        if p.suffix in (".json", ".yaml", ".yml") and p.is_file()
-                        and not p.name.startswith(".")))
+ANCHOR_SUFFIXES = (".json", ".yaml", ".yml")
 
 
 def default_store(path: str | Path | None = None) -> AnchorStore | None:
@@ -26,7 +19,7 @@ def default_store(path: str | Path | None = None) -> AnchorStore | None:
     root = Path(path) if path is not None else DEFAULT_ANCHOR_DIR
     if not root.exists():
         return None
-    return _load_store(str(root), _signature(root))
+    return _load_store(str(root), files_signature(root, ANCHOR_SUFFIXES))
 
 
 @functools.lru_cache(maxsize=4)

@@ -1,8 +1,8 @@
 """Resuming a sweep from the rungs it finished: each rung's result is kept in a
 ``<out>.partial`` folder beside ``--out`` as it arrives, named by a hash of what decides it
-(the resolved scenario, the knobs, the inferasim version). Run the same sweep with the same
-``--out`` again and the rungs found there are not replayed; once the result folder is
-written whole, the partial folder is removed.
+(the resolved scenario, the knobs, the inferasim version, and the code, anchors and trace
+it replays with). Run the same sweep with the same ``--out`` again and the rungs found there
+are not replayed; once the result folder is written whole, the partial folder is removed.
 
 It wraps any executor, so the ladder code and the executors know nothing of it::
 
@@ -22,6 +22,7 @@ from typing import Any
 
 import attrs
 
+from inferasim.config.fingerprint import inputs_digest
 from inferasim.config.loader import scenario_to_dict
 from inferasim.report.atomic import write_text_atomic
 
@@ -42,10 +43,12 @@ def _version() -> str:
 
 def task_key(task: tuple[Any, ...]) -> str:
     """The hash of what decides a rung's result: its resolved scenario and knobs (and the
-    summary's percentiles and SLOs, when the task carries them)."""
+    summary's percentiles and SLOs, when the task carries them), and the code, anchors and
+    trace it replays with (``config.fingerprint``)."""
     scenario, knobs, *metrics = task
     text = json.dumps({"scenario": scenario_to_dict(scenario), "knobs": attrs.asdict(knobs),
-                       "metrics": metrics, "version": _version()}, sort_keys=True, default=str)
+                       "metrics": metrics, "version": _version(),
+                       "inputs": inputs_digest(scenario)}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
