@@ -38,7 +38,8 @@ def catalog_model(name: str, weight_dtype: str | None = None, *,
                   origin_file: str = "<catalog>", dtype_origin: str = "<catalog>",
                   default_file: str | None = None) -> ModelSpec:
     """A catalog model, its weights in ``weight_dtype`` when given (else the entry's own)."""
-    mdata, morigins, _ = load_entry("models", name, key="model.name", origin_file=origin_file)
+    mdata, morigins, _ = load_entry("models", name, key="model.name", origin_file=origin_file,
+                                    scenario_path=default_file)
     if weight_dtype is not None:
         mdata["weight_dtype"] = weight_dtype
         morigins["weight_dtype"] = dtype_origin
@@ -49,7 +50,8 @@ def catalog_model(name: str, weight_dtype: str | None = None, *,
 def catalog_gpu(name: str, *, origin_file: str = "<catalog>",
                 default_file: str | None = None) -> GpuSpec:
     """A catalog GPU part."""
-    gdata, gorigins, _ = load_entry("gpus", name, key="gpu.name", origin_file=origin_file)
+    gdata, gorigins, _ = load_entry("gpus", name, key="gpu.name", origin_file=origin_file,
+                                    scenario_path=default_file)
     return build_spec(GpuSpec, gdata, prefix="gpu", default_file=default_file or origin_file,
                       origins={f"gpu.{k}": v for k, v in gorigins.items()})
 

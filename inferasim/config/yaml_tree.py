@@ -108,12 +108,12 @@ def read_yaml_mapping(path: Path) -> dict[str, Any]:
     return data
 
 
-def _record_origins(data: Any, prefix: str, file: str, origins: Origins) -> None:
+def record_origins(data: Any, prefix: str, file: str, origins: Origins) -> None:
     if isinstance(data, dict):
         for key, value in data.items():
             dotted = f"{prefix}.{key}" if prefix else str(key)
             origins[dotted] = file
-            _record_origins(value, dotted, file, origins)
+            record_origins(value, dotted, file, origins)
 
 
 def deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
@@ -157,5 +157,5 @@ def load_tree(path: Path, _stack: tuple[Path, ...] = ()) -> tuple[dict[str, Any]
         merged = deep_merge(merged, pdata)
         origins.update(porigins)
     merged = deep_merge(merged, data)
-    _record_origins(data, "", str(path), origins)
+    record_origins(data, "", str(path), origins)
     return merged, origins
