@@ -186,3 +186,18 @@ def test_a_missing_model_file_and_a_json_gpu_are_refused(tmp_path):
     path = _write(tmp_path, "g", {"name": "x"}, "gpu.json")
     with pytest.raises(ConfigError, match="catalog YAML file, not JSON"):
         load_scenario(None, [f"gpu.name={path}"])
+
+
+def test_price_reads_a_config_json_as_the_model_it_describes(tmp_path):
+    from click.testing import CliRunner
+
+    from inferasim.cli.price_cmd import price
+
+    path = _write(tmp_path, "DeepSeek-V3.2", CONFIGS["deepseek-v3.2"])
+    args = ["--context", "8192,65536", "--gpu", "h200", "--json"]
+    imported = CliRunner().invoke(price, [str(path), *args])
+    listed = CliRunner().invoke(price, ["deepseek-v3.2", *args])
+    assert imported.exit_code == 0, imported.output
+    a, b = json.loads(imported.output), json.loads(listed.output)
+    assert a["attention_kind"] == "mla_dsa" and len(a["contexts"]) == 2
+    assert a["contexts"] == b["contexts"] and a["kv_dtype"] == b["kv_dtype"] == "fp8"

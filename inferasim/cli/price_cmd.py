@@ -75,7 +75,9 @@ def _catalog_spec(kind: str, cls: type, name: str, key: str):
 
 
 def _is_scenario(target: str) -> bool:
-    return target.endswith((".yaml", ".yml")) or Path(target).is_file()
+    # a .json file is a checkpoint's config.json: a model (docs/models.md)
+    return target.endswith((".yaml", ".yml")) or (
+        Path(target).is_file() and not target.lower().endswith(".json"))
 
 
 def _default_kv_dtype(model: ModelSpec) -> str:
