@@ -212,6 +212,33 @@ def test_search_cli_end_to_end(tmp_path):
         assert (out / name).read_bytes() == (tmp_path / "again" / name).read_bytes()
 
 
+def test_the_winners_file_names_the_scenarios_files_wherever_it_is_written(
+        tmp_path, monkeypatch):
+    """A relative trace (beside the scenario) and a relative model file (typed on the
+    command line) are written as absolute paths: the winner is run from its own folder."""
+    import shutil
+
+    import yaml
+
+    from inferasim.config.catalog import CATALOG_DIR, SCENARIO_DIR
+
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(CATALOG_DIR / "models" / "llama-3.1-8b.yaml", tmp_path / "mine.yaml")
+    resolver = DeploymentResolver(SCENARIO_DIR / "agentic-quickstart.yaml",
+                                  ["model.name=mine.yaml", "gpu.name=h100"])
+    tree = resolver.tree([("parallel.tp", "1")])
+    assert tree["workload"]["trace"] == str((SCENARIO_DIR.parent / "traces" /
+                                             "agentic-small.jsonl").resolve())
+    assert tree["model"]["name"] == str(tmp_path / "mine.yaml")
+    elsewhere = tmp_path / "out" / "best.yaml"
+    elsewhere.parent.mkdir()
+    elsewhere.write_text(yaml.safe_dump(tree))
+    monkeypatch.chdir(elsewhere.parent)
+    sc = load_scenario(str(elsewhere))
+    assert sc.model.name == "llama-3.1-8b"  # the file's own name: key
+    assert sc.workload.trace == tree["workload"]["trace"]
+
+
 def test_search_cli_refuses_bad_input_clearly(tmp_path):
     runner = CliRunner()
     res = runner.invoke(cli, ["search", "--gpus", "2", "--sla", "ttft=1", "--out",

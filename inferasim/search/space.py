@@ -18,10 +18,11 @@ from typing import Any
 
 import attrs
 
-from inferasim.config.catalog import DEFAULT_SCENARIO
+from inferasim.config.catalog import DEFAULT_SCENARIO, names_a_file
 from inferasim.config.errors import ConfigError
 from inferasim.config.loader import engines_for_vendor, resolve
 from inferasim.config.overrides import apply_overrides
+from inferasim.config.paths import resolve_scenario_path
 from inferasim.config.scenario import Scenario
 from inferasim.config.yaml_tree import load_tree
 from inferasim.sweep.ladder import RECORDED_FORMATS
@@ -246,6 +247,12 @@ def deployments(base: Scenario, gpus: int, narrow: Sequence[tuple[str, list[str]
     return out, [tuple(f"{k}={v}" for k, v in combo) for combo in itertools.product(*extra)]
 
 
+# Scenario keys that may name a file, with the test that they do.
+PATH_KEYS = (("workload.trace", bool),
+             ("sim.anchors", lambda v: v.strip().lower() not in ("", "none")),
+             ("model.name", names_a_file), ("gpu.name", names_a_file))
+
+
 class DeploymentResolver:
     """Resolves a deployment's overrides on the user's scenario (its file, then ``--set``).
 
@@ -273,7 +280,20 @@ class DeploymentResolver:
         data.pop("bases", None)
         origins = dict(self._origins)
         apply_overrides(data, origins, [f"{k}={v}" for k, v in overrides])
+        self._anchor_paths(data)
         return data
+
+    def _anchor_paths(self, data: dict[str, Any]) -> None:
+        """Files the scenario names (a trace, anchors, a model or GPU file) as absolute
+        paths, found as the loader finds them: the tree is written to another folder (the
+        search's winner), where a relative path would name nothing."""
+        for key, is_file in PATH_KEYS:
+            section, field = key.split(".")
+            value = (data.get(section) or {}).get(field)
+            if isinstance(value, str) and is_file(value):
+                found = resolve_scenario_path(value, str(self.path.resolve()), key=key,
+                                              what="a file the scenario names")
+                data[section][field] = str(found.resolve())
 
     def __call__(self, overrides: Sequence[tuple[str, str]]) -> Scenario:
         data = self.tree(overrides)
