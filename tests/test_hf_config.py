@@ -118,6 +118,14 @@ def test_a_config_json_reads_as_the_catalog_entry_of_its_model(catalog, tmp_path
     assert plan_a.weight_bytes_per_gpu == plan_b.weight_bytes_per_gpu
 
 
+def test_a_checkpoint_folder_is_read_from_its_config_json(tmp_path):
+    path = _write(tmp_path, "Llama-3.1-8B", CONFIGS["llama-3.1-8b"])
+    sc = load_scenario(None, [f"model.name={path.parent}/"])
+    assert sc.model.name == "llama-3.1-8b" and sc.model.num_layers == 32
+    with pytest.raises(ConfigError, match="a folder without a config.json"):
+        load_scenario(None, [f"model.name={tmp_path}/"])
+
+
 def test_the_name_comes_from_name_or_path_first(tmp_path):
     cfg = {**CONFIGS["llama-3.1-8b"], "_name_or_path": "meta-llama/Llama-3.1-8B-Instruct"}
     path = _write(tmp_path, "snapshot", cfg, "llama.json")

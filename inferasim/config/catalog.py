@@ -75,8 +75,11 @@ def _entry_file(kind: str, named: str, *, key: str, origin_file: str,
     what = "a model file (catalog YAML or config.json)" if kind == "models" \
         else "a GPU file (catalog YAML)"
     path = resolve_scenario_path(named, scenario_path, key=key, what=what, origin=origin_file)
+    if path.is_dir() and kind == "models" and (path / "config.json").is_file():
+        path = path / "config.json"  # a checkpoint's folder
     if not path.is_file():
-        raise ConfigError(f"expected {what}, found a folder: {path}", file=origin_file, key=key)
+        raise ConfigError(f"expected {what}, found a folder without a config.json: {path}",
+                          file=origin_file, key=key)
     if path.suffix.lower() == ".json":
         if kind != "models":
             raise ConfigError(f"a GPU is read from a catalog YAML file, not JSON: {path}",
