@@ -112,6 +112,7 @@ def test_a_config_json_reads_as_the_catalog_entry_of_its_model(catalog, tmp_path
     assert {k for k in a if a[k] != b[k]} <= NOT_IN_CONFIG, \
         {k: (a[k], b[k]) for k in a if a[k] != b[k] and k not in NOT_IN_CONFIG}
     assert imported.model.name == catalog  # the checkpoint's folder, lower-cased
+    assert imported.model.hf_id == str(path.parent)  # what harvest plan serves
     assert str(path) in imported.model.source
     plan_a, plan_b = memory_plan(imported), memory_plan(listed)
     assert plan_a.kv_pool_tokens == plan_b.kv_pool_tokens > 0

@@ -67,7 +67,11 @@ def read_hf_config(path: Path) -> tuple[dict[str, Any], str]:
         raise ConfigError("expected a JSON object (a Hugging Face config.json)", file=where,
                           key="model.name")
     name = model_name(cfg, Path(path))
-    return hf_entry(cfg, where, name), name
+    entry = hf_entry(cfg, where, name)
+    if not entry["hf_id"] and Path(path).name == "config.json":
+        # the checkpoint it came from: what harvest plan serves (--model-path)
+        entry["hf_id"] = str(Path(path).resolve().parent)
+    return entry, name
 
 
 def model_name(cfg: dict[str, Any], path: Path) -> str:
@@ -101,8 +105,7 @@ def hf_entry(cfg: dict[str, Any], where: str, name: str) -> dict[str, Any]:
     hidden = r.int("hidden_size")
     entry: dict[str, Any] = {
         "name": name,
-        "hf_id": outer.get("_name_or_path", "") if "/" in str(outer.get("_name_or_path", ""))
-        else "",
+        "hf_id": str(outer.get("_name_or_path") or ""),
         "num_layers": r.int("num_hidden_layers"),
         "hidden_size": hidden,
         "vocab_size": r.int("vocab_size"),
