@@ -144,3 +144,29 @@ def test_a_dynamo_family_against_colocated_trt_reports_each_pool():
     text = invoke("compare", dynamo, trt, "--set", "workload.concurrency=16",
                   "--set", "workload.duration_s=60")
     assert "A prefill pool:" in text.output and "B colocated pool:" in text.output
+
+
+def test_two_workloads_are_named_where_they_differ(tmp_path):
+    """B - A of two workloads is no comparison of deployments: compare says which workload
+    keys differ (a trace each scenario names relative to its own folder is compared by the
+    file it names)."""
+    other = tmp_path / "b.yaml"
+    other.write_text(f"extends: {load_scenario(QUICK).path}\n"
+                     "workload: {concurrency: 8}\nengine: {max_num_seqs: 64}\n")
+    short = ["--set", "workload.duration_s=20"]
+    differ = invoke("compare", QUICK, other, *short)
+    assert differ.exit_code == 0, differ.output
+    assert "different workloads (workload.concurrency: 16 vs 8)" in differ.output
+    same = invoke("compare", QUICK, other, *short, "--set", "workload.concurrency=12")
+    assert same.exit_code == 0 and "different workloads" not in same.output
+    from inferasim.cli.compare_cmd import workload_differences
+    from inferasim.workload.trace_path import resolve_trace_path
+
+    a = load_scenario("scenarios/agentic-quickstart.yaml")  # ../traces/agentic-small.jsonl
+    copy = tmp_path / "sub" / "agentic.yaml"
+    copy.parent.mkdir()
+    copy.write_text(f"extends: {a.path}\n"
+                    f"workload: {{trace: {resolve_trace_path(a).resolve()}}}\n")
+    b = load_scenario(str(copy))
+    assert a.workload.trace != b.workload.trace
+    assert workload_differences(a, b) == []  # one file, named two ways

@@ -45,6 +45,13 @@ def compare(scenario_a, scenario_b, overrides, price_items, as_json, **flags):
     knobs = Knobs.from_env()
     scenarios = [resolve_scenario(path, overrides, replays=True, **flags)
                  for path in (scenario_a, scenario_b)]  # both checked before either replays
+    differ = workload_differences(*scenarios)
+    if differ:
+        shown = "; ".join(differ[:4]) + (f"; and {len(differ) - 4} more" if len(differ) > 4
+                                         else "")
+        warnings.warn(f"A and B replay different workloads ({shown}): B - A compares the "
+                      "workloads as well as the deployments; give both the same workload "
+                      "(--set workload.KEY=VALUE applies to both)", ConfigWarning, stacklevel=1)
     parts = {sc.gpu.name for sc in scenarios}
     for name in sorted(set(prices) - parts):
         warnings.warn(f"--price {name}: neither scenario runs on {name} "
@@ -70,3 +77,25 @@ def compare(scenario_a, scenario_b, overrides, price_items, as_json, **flags):
         notes = money_notes(*figures) + pool_lines("A", pool_sets[0]) \
             + pool_lines("B", pool_sets[1])
         click.echo(compare_table(rows, names[0], names[1], notes))
+
+
+def workload_differences(a, b) -> list[str]:
+    """The workload keys on which two resolved scenarios differ, as "key: A vs B"."""
+    import attrs
+
+    def flat(spec, prefix="workload"):
+        out = {}
+        for key, value in attrs.asdict(spec, recurse=False).items():
+            if attrs.has(type(value)):
+                out.update(flat(value, f"{prefix}.{key}"))
+            else:
+                out[f"{prefix}.{key}"] = value
+        return out
+
+    fa, fb = flat(a.workload), flat(b.workload)
+    for f, sc in ((fa, a), (fb, b)):
+        if sc.workload.trace:  # each named relative to its own scenario's folder
+            from inferasim.workload.trace_path import resolve_trace_path
+
+            f["workload.trace"] = str(resolve_trace_path(sc).resolve())
+    return [f"{k}: {fa[k]} vs {fb[k]}" for k in fa if fa[k] != fb[k]]
