@@ -65,7 +65,7 @@ def run(scenario, overrides, as_json, out_dir, out_format, stream_rows, percenti
         wl = resolved.workload
         if wl.format == "bailian" or (wl.format == "mooncake" and wl.mooncake_sessions):
             load = "recorded sessions"
-        elif wl.format == "mooncake":
+        elif wl.format in ("mooncake", "azure"):
             load = "recorded arrivals"
         elif wl.rate is not None and wl.format in ("synthetic", "random"):
             load = f"{wl.rate:g} req/s"

@@ -18,7 +18,7 @@ def trace() -> None:
 
 @trace.command()
 @click.argument("file", type=click.Path(exists=True))
-@click.option("--format", "fmt", type=click.Choice(["agentx", "sessions", "mooncake", "bailian"]),
+@click.option("--format", "fmt", type=click.Choice(["agentx", "sessions", "mooncake", "bailian", "azure"]),
               default=None, help="Trace format (default: detected from the first record).")
 @click.option("--json", "as_json", is_flag=True, help="Print the statistics as one JSON object.")
 def stats(file, fmt, as_json):

@@ -11,7 +11,8 @@ from inferasim.arch.spec import WEIGHT_DTYPES, ModelSpec
 from inferasim.config.typed import above, at_least, between, choices
 
 ENGINES = ("vllm", "sglang", "mori-sglang", "atom", "trt")
-WORKLOAD_FORMATS = ("synthetic", "random", "mooncake", "bailian", "agentx", "sessions")
+WORKLOAD_FORMATS = ("synthetic", "random", "mooncake", "bailian", "azure", "agentx",
+                    "sessions")
 
 # Upper bounds that catch a mistyped size before it builds clients or instances without end.
 MAX_CONCURRENCY = 1_000_000

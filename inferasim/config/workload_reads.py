@@ -20,6 +20,7 @@ READS: Mapping[str, frozenset[str]] = {
     "random": frozenset({"isl", "osl", "random_range_ratio", "concurrency", "rate"}),
     "mooncake": frozenset({"trace", "rate_scale", "mooncake_sessions"}),
     "bailian": frozenset({"trace", "rate_scale"}),
+    "azure": frozenset({"trace", "rate_scale"}),
     "agentx": _LANES,
     "sessions": _LANES,
 }

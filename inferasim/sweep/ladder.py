@@ -99,7 +99,7 @@ def parse_grid(items: Sequence[str]) -> list[tuple[str, list[str]]]:
 
 
 # Workload formats whose load is the trace's own: no client count drives them.
-RECORDED_FORMATS = ("mooncake", "bailian")
+RECORDED_FORMATS = ("mooncake", "bailian", "azure")
 
 
 def build_ladder(scenario_path: str | None, overrides: Sequence[str], concurrency: list[int] | None,

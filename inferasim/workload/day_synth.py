@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from inferasim.config.errors import ConfigError
+from inferasim.workload.azure import read_azure
 from inferasim.workload.mooncake import load_mooncake
 from inferasim.workload.request import Arrival, RequestSpec
 
@@ -31,15 +31,7 @@ PASS_NAMESPACE = 10**9
 
 def azure_offsets(paths: list[Path]) -> np.ndarray:
     """Arrival offsets (s) within the hour of the Azure trace files, merged and sorted."""
-    stamps = []
-    for path in paths:
-        try:
-            col = pd.read_csv(path, usecols=["TIMESTAMP"])["TIMESTAMP"]
-        except (ValueError, KeyError) as exc:
-            raise ConfigError(f"not an Azure LLM inference trace ({exc}); expected a "
-                              "TIMESTAMP column", file=str(path)) from None
-        stamps.append(pd.to_datetime(col).to_numpy().astype("datetime64[ns]").astype(np.int64))
-    ns = np.sort(np.concatenate(stamps))
+    ns = np.sort(np.concatenate([read_azure(path)[0] for path in paths]))
     offsets = (ns - ns[0]) / 1e9
     return offsets[offsets < HOUR_S]
 

@@ -96,6 +96,10 @@ def workload_source(scenario: Scenario, rng: np.random.Generator) -> WorkloadSou
         from inferasim.workload.bailian import bailian_source
 
         return bailian_source(scenario, rng)
+    if fmt == "azure":
+        from inferasim.workload.azure import azure_source
+
+        return azure_source(scenario, rng)
     if fmt in ("agentx", "sessions"):
         from inferasim.workload.agentx import agentx_source
 

@@ -13,7 +13,7 @@ from inferasim.workload.lanes import TreeCorpus
 from inferasim.workload.text_lines import open_text
 
 PCTS = (10, 50, 90, 99)
-FORMATS = ("agentx", "sessions", "mooncake", "bailian")
+FORMATS = ("agentx", "sessions", "mooncake", "bailian", "azure")
 
 
 def _dist(values) -> dict[str, float]:
@@ -130,6 +130,8 @@ def detect_format(path: Path) -> str:
             line = line.strip()
             if not line or line.startswith("#"):
                 continue
+            if line.startswith("TIMESTAMP,"):
+                return "azure"  # the CSV's header
             try:
                 rec = json.loads(line)
             except json.JSONDecodeError as exc:
@@ -163,6 +165,10 @@ def trace_stats(path: str | Path, fmt: str | None = None) -> dict[str, Any]:
         from inferasim.workload.bailian import load_bailian
 
         stats = stamped_stats(load_bailian(path))
+    elif fmt == "azure":
+        from inferasim.workload.azure import load_azure
+
+        stats = stamped_stats(load_azure(path))
     elif fmt == "agentx":
         from inferasim.workload.agentx import load_agentx
 
