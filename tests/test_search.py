@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import math
 
+import pandas as pd
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from inferasim.cli.main import cli
@@ -218,8 +220,6 @@ def test_the_winners_file_names_the_scenarios_files_wherever_it_is_written(
     command line) are written as absolute paths: the winner is run from its own folder."""
     import shutil
 
-    import yaml
-
     from inferasim.config.catalog import CATALOG_DIR, SCENARIO_DIR
 
     monkeypatch.chdir(tmp_path)
@@ -237,6 +237,27 @@ def test_the_winners_file_names_the_scenarios_files_wherever_it_is_written(
     sc = load_scenario(str(elsewhere))
     assert sc.model.name == "llama-3.1-8b"  # the file's own name: key
     assert sc.workload.trace == tree["workload"]["trace"]
+
+
+def test_a_recorded_trace_is_searched_by_deployment_not_by_clients(tmp_path):
+    """The trace's stamps drive an Azure or Mooncake replay: no concurrency ladder, no
+    'c16' in a label or the table."""
+    trace = tmp_path / "t.csv"
+    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "".join(
+        f"2023-11-16 18:15:{10 + i:02d}.0,2048,16\n" for i in range(12)))
+    out = tmp_path / "out"
+    argv = ["search", "--set", "workload.format=azure", "--set", f"workload.trace={trace}",
+            "--gpus", "2", "--space", "engine.name=vllm", "--space", "topology.kind=colocated",
+            "--cache", str(tmp_path / "cache"), "--out", str(out), "--jobs", "1",
+            "--no-plots"]
+    res = CliRunner().invoke(cli, argv)
+    assert res.exit_code == 0, res.output
+    table = pd.read_csv(out / "candidates.csv")
+    assert table.concurrency.isna().all()
+    assert table.deployment.is_unique  # one candidate per deployment
+    assert " c16" not in res.output and "best for throughput_per_gpu: #" in res.output
+    best = yaml.safe_load((out / "best-throughput_per_gpu.yaml").read_text())
+    assert best["workload"]["format"] == "azure"
 
 
 def test_search_cli_refuses_bad_input_clearly(tmp_path):

@@ -113,8 +113,9 @@ def search(scenario, overrides, gpus, sla_items, objective, space_items, margin,
     info = report.summary(result, sla, objective, margin, gpus, len(space.refused))
     info["space"] = {k: list(v) for k, v in space.axes.items()}
     info["refused"] = [{"deployment": d, "reason": r} for d, r in space.refused]
-    trees = {obj: resolver.tree(result.candidates[i].deployment.overrides
-                                + (("workload.concurrency", str(result.candidates[i].concurrency)),))
+    trees = {obj: resolver.tree(result.candidates[i].deployment.overrides + (
+        (("workload.concurrency", str(result.candidates[i].concurrency)),)
+        if result.candidates[i].closed_loop else ()))
              for obj, i in result.best.items() if i is not None}
     for obj, tree in trees.items():
         tree["name"] = f"search-best-{obj}"

@@ -41,7 +41,8 @@ def frame(result: SearchResult, sla: Sla) -> pd.DataFrame:
     for cand, verdict in zip(result.candidates, result.verdicts, strict=True):
         i = cand.index
         row: dict[str, Any] = {"candidate": i, "deployment": cand.deployment.label,
-                               "concurrency": cand.concurrency, "gpus": cand.gpus}
+                               "concurrency": cand.concurrency if cand.closed_loop else None,
+                               "gpus": cand.gpus}
         row.update(dict(cand.deployment.overrides))
         row["stage"] = ("audited" if i in audited else verdict.stage)
         row["reason"] = verdict.reason
@@ -154,7 +155,8 @@ def table_text(table: pd.DataFrame, limit: int = 15) -> str:
         for key, _, fmt in cols:
             v = r[key]
             try:
-                cells.append("-" if isinstance(v, float) and math.isnan(v) else fmt.format(v))
+                blank = v is None or (isinstance(v, float) and math.isnan(v))
+                cells.append("-" if blank else fmt.format(v))
             except (TypeError, ValueError):
                 cells.append(str(v))
         rows.append(cells)

@@ -91,7 +91,16 @@ class Candidate:
     scenario: Scenario = attrs.field(eq=False, repr=False)
 
     @property
+    def closed_loop(self) -> bool:
+        """Clients drive the load (else the trace's stamps or the rate do, and the
+        concurrency is no axis)."""
+        wl = self.scenario.workload
+        return wl.rate is None and wl.format not in RECORDED_FORMATS
+
+    @property
     def label(self) -> str:
+        if not self.closed_loop:
+            return self.deployment.label
         return f"{self.deployment.label} c{self.concurrency}"
 
     @property
