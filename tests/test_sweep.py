@@ -25,6 +25,7 @@ from inferasim.sweep.ladder import (
     parse_grid,
     run_ladder,
 )
+from tests.conftest import REPO
 
 SMALL = ["--set", "workload.duration_s=20"]
 
@@ -202,3 +203,22 @@ def test_a_grid_combination_that_cannot_run_is_skipped_and_a_value_that_never_ru
     # a one-key grid has no combinations: its bad value is refused as before
     with pytest.raises(ConfigError, match="runs on nvidia parts only"):
         build_ladder(None, ["engine.name=trt"], [4], [("gpu.name", ["h100", "mi300x"])])
+
+
+def test_a_warning_is_said_once_in_one_line_whatever_the_workers(tmp_path):
+    """A disaggregated rung whose layout draws a warning: the parent says it when it resolves
+    the ladder; the pool workers that replay each rung say nothing more, and nothing reaches
+    stderr as Python's raw 'ConfigWarning:' with a source excerpt."""
+    args = ["sweep", "scenarios/quickstart.yaml", "--set", "model.name=llama-3.1-70b",
+            "--set", "gpu.name=h100", "--set", "parallel.tp=2", "--set",
+            "topology.kind=disaggregated", "--set", "workload.duration_s=20",
+            "--concurrency", "2,4", "--jobs", "2", "--out", str(tmp_path / "out"),
+            "--no-plots"]
+    done = subprocess.run([sys.executable, "-c", "from inferasim.cli.main import main; main()",
+                           *args], capture_output=True, text=True, timeout=300,
+                          cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stderr.splitlines() if "warning" in line.lower()]
+    assert len(lines) == 1 and lines[0].startswith("inferasim: warning: ")
+    assert "vLLM would refuse to start" in lines[0]
+    assert "ConfigWarning" not in done.stderr

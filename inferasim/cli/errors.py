@@ -10,14 +10,7 @@ from pathlib import Path
 import click
 
 from inferasim.cli.interrupt import exit_status, interruptible, signal_name
-from inferasim.config.errors import ConfigError, ConfigWarning
-
-
-def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    if issubclass(category, ConfigWarning):
-        click.echo(f"inferasim: warning: {message}", err=True)
-    else:
-        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+from inferasim.config.errors import ConfigError, ConfigWarning, show_warning
 
 
 class ConfigErrorGroup(click.Group):
@@ -28,7 +21,7 @@ class ConfigErrorGroup(click.Group):
     def invoke(self, ctx: click.Context):
         with warnings.catch_warnings(), interruptible():
             warnings.simplefilter("default", ConfigWarning)
-            warnings.showwarning = _show_warning
+            warnings.showwarning = show_warning
             return self._invoke_reporting(ctx)
 
     def _invoke_reporting(self, ctx: click.Context):

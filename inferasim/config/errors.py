@@ -42,3 +42,16 @@ def warn(message: str, *, file: str | None = None, key: str | None = None) -> No
     import warnings
 
     warnings.warn(ConfigWarning(message, file=file, key=key), stacklevel=2)
+
+
+def show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """``warnings.showwarning`` for the CLI and its pool workers: a ConfigWarning as one
+    line, ``inferasim: warning: ...``, any other warning as Python prints it."""
+    import sys
+    import warnings
+
+    if issubclass(category, ConfigWarning):
+        sys.stderr.write(f"inferasim: warning: {message}\n")
+    else:
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+    sys.stderr.flush()  # in order with what stdout printed before it

@@ -11,7 +11,7 @@ from inferasim.arch.gpu import GpuSpec
 from inferasim.arch.spec import ModelSpec
 from inferasim.config.catalog import DEFAULT_SCENARIO, load_entry
 from inferasim.config.engine_defaults import derived_defaults
-from inferasim.config.errors import ConfigError
+from inferasim.config.errors import ConfigError, ConfigWarning
 from inferasim.config.overrides import OVERRIDE_ORIGIN, apply_overrides
 from inferasim.config.scenario import ENGINES, EngineSpec, Scenario, ScenarioSpec
 from inferasim.config.typed import build_spec, spec_to_dict
@@ -154,6 +154,18 @@ def _description(spec: ScenarioSpec, origins: dict[str, str], model: str, gpu: s
     load = f"{wl.rate:g} req/s" if wl.rate is not None else f"{wl.concurrency} clients"
     return (f"{model} on {gpu} ({layout}) under {engine}, {wl.format} workload, {load} "
             f"(derived: --set changed {', '.join(changed)})")
+
+
+def resolved_pools(scenario: Scenario) -> tuple[Scenario, Scenario]:
+    """A resolved disaggregated scenario's prefill and decode pools, derived again where a
+    replay or a projection needs them. Their layouts were checked, and any warning said, when
+    the scenario was resolved: said again by every replay (in every pool worker) it would
+    only repeat itself."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConfigWarning)
+        return pool_scenario(scenario, "prefill"), pool_scenario(scenario, "decode")
 
 
 def pool_scenario(scenario: Scenario, role: str, origins: dict[str, str] | None = None,

@@ -326,10 +326,9 @@ def build_topology(env: simpy.Environment, scenario: Scenario, knobs: Knobs, blo
             engines[0].solo = True
         return Topology(router, engines, memory_plan(scenario).kv_pool_tokens,
                         scenario.model.max_context)
-    from inferasim.config.loader import pool_scenario
+    from inferasim.config.loader import resolved_pools
 
-    pre_sc = pool_scenario(scenario, "prefill")
-    dec_sc = pool_scenario(scenario, "decode")
+    pre_sc, dec_sc = resolved_pools(scenario)
     transfer = pre_sc.engine.disagg_transfer
     if transfer == "streamed":
         # every chunk's end on the clock, where its KV starts across the link: a chunk

@@ -21,12 +21,13 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Protocol
 
-from inferasim.config.errors import ConfigError
+from inferasim.config.errors import ConfigError, ConfigWarning, show_warning
 
 RAY_CONNECT_TIMEOUT_S = 5.0      # TCP connect to the head
 RAY_CHECK_TIMEOUT_S = 15.0       # a whole ray.init in a child process (Ray's import included)
@@ -71,6 +72,9 @@ def _worker_init() -> None:
     """A pool worker leaves Ctrl-C to the parent, which ends it (a terminal sends SIGINT to
     the whole process group; a worker that raised it too would print its own traceback)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # a warning a replay raises reads as the parent's do: one line, not a source excerpt
+    warnings.simplefilter("default", ConfigWarning)
+    warnings.showwarning = show_warning
 
 
 #: How long a stopped worker is given to exit on SIGTERM before it is killed.

@@ -557,7 +557,7 @@ def project_disaggregated(scenario: Scenario, knobs: Knobs | None = None,
     are solved together: each one's time is the other's clients' time away."""
     from inferasim.arch.interconnect import kv_link_plan
     from inferasim.arch.memory import memory_plan
-    from inferasim.config.loader import pool_scenario
+    from inferasim.config.loader import resolved_pools
     from inferasim.cost.calibrated import oracle_for
     from inferasim.cost.prefill_reading import batched_prefill
     from inferasim.cost.ttft_model import batched_response, batched_sojourn
@@ -568,8 +568,7 @@ def project_disaggregated(scenario: Scenario, knobs: Knobs | None = None,
     if topo.kind != "disaggregated":
         raise ValueError("project_disaggregated takes a disaggregated scenario")
     m = moments or workload_moments(scenario)
-    prefill = pool_scenario(scenario, "prefill")
-    decode = pool_scenario(scenario, "decode")
+    prefill, decode = resolved_pools(scenario)
     pre_oracle = oracle_for(prefill, knobs)
     dec_oracle = _oracle(decode, knobs)
     frontend = _frontend(pre_oracle)
