@@ -69,6 +69,22 @@ CONFIGS = {
                      "intermediate_size": 14336, "vocab_size": 128256,
                      "max_position_embeddings": 131072, "torch_dtype": "bfloat16",
                      "tie_word_embeddings": False},
+    "qwen3-8b": {"model_type": "qwen3", "num_hidden_layers": 36, "hidden_size": 4096,
+                 "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+                 "intermediate_size": 12288, "vocab_size": 151936,
+                 "max_position_embeddings": 40960, "torch_dtype": "bfloat16",
+                 "tie_word_embeddings": False, "use_sliding_window": False,
+                 "sliding_window": None},
+    "llama-3.3-70b": {"model_type": "llama", "num_hidden_layers": 80, "hidden_size": 8192,
+                      "num_attention_heads": 64, "num_key_value_heads": 8,
+                      "intermediate_size": 28672, "vocab_size": 128256,
+                      "max_position_embeddings": 131072, "torch_dtype": "bfloat16",
+                      "tie_word_embeddings": False},
+    "qwq-32b": {"model_type": "qwen2", "num_hidden_layers": 64, "hidden_size": 5120,
+                "num_attention_heads": 40, "num_key_value_heads": 8, "intermediate_size": 27648,
+                "vocab_size": 152064, "max_position_embeddings": 131072,
+                "torch_dtype": "bfloat16", "tie_word_embeddings": False,
+                "use_sliding_window": False, "sliding_window": 131072, "max_window_layers": 64},
     "qwen3.5-397b-a17b": {
         "model_type": "qwen3_5_moe", "tie_word_embeddings": False,
         "text_config": {
@@ -91,7 +107,7 @@ NOT_IN_CONFIG = {"name", "source", "hf_id", "published_total_params_b",
                  "published_active_params_b"}
 LAYOUT = {"deepseek-r1": 8, "deepseek-v3.2": 8, "kimi-k2": 8, "glm-4.5": 8,
           "gpt-oss-120b": 1, "minimax-m2.5": 2, "qwen3-235b-a22b": 4, "llama-3.1-8b": 1,
-          "qwen3.5-397b-a17b": 8}
+          "qwen3.5-397b-a17b": 8, "qwen3-8b": 1, "llama-3.3-70b": 2, "qwq-32b": 1}
 
 
 def _write(tmp_path, name, cfg, file="config.json"):
