@@ -119,3 +119,18 @@ def test_bad_vary_is_one_line_and_exit_2(setting, needle):
     assert result.exit_code == 2, result.output
     lines = [ln for ln in result.output.splitlines() if ln.strip()]
     assert len(lines) == 1 and needle in lines[0], result.output
+
+
+def test_vary_with_several_values_applies_each_alone():
+    from inferasim.sweep.ablate import expand_varied
+
+    assert expand_varied(["engine.queue_policy=lpm,fcfs", "engine.max_num_seqs=8",
+                          "engine.vendors=[nvidia,amd]", "engine.queue_policy=fcfs"]) == [
+        "engine.queue_policy=lpm", "engine.queue_policy=fcfs", "engine.max_num_seqs=8",
+        "engine.vendors=[nvidia,amd]"]  # a YAML list stays whole; a repeat runs once
+    result = _invoke(*SMALL, "--vary", "engine.max_num_seqs=1,64", "--json", "--jobs", "1")
+    assert result.exit_code == 0, result.output
+    settings = [v["setting"] for v in json.loads(result.output)["variants"]]
+    assert settings == ["engine.max_num_seqs=1", "engine.max_num_seqs=64"]
+    bad = _invoke(*SMALL, "--vary", "engine.queue_policy=lpm,sideways")
+    assert bad.exit_code == 2 and "--vary: engine.queue_policy" in bad.output

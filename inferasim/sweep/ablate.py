@@ -44,6 +44,19 @@ def variants(settings: Sequence[str], base: Knobs, varied: Sequence[Variant] = (
     return out + list(varied)
 
 
+def expand_varied(items: Sequence[str]) -> list[str]:
+    """``--vary KEY=V1,V2`` as two settings, each applied alone (the comma rule of ``sweep
+    --grid`` and ``search --space``); a YAML list or mapping value stays whole."""
+    out: list[str] = []
+    for text in items:
+        key, sep, raw = text.partition("=")
+        if sep and "," in raw and not raw.lstrip().startswith(("[", "{")):
+            out.extend(f"{key}={v.strip()}" for v in raw.split(","))
+        else:
+            out.append(text)
+    return list(dict.fromkeys(out))
+
+
 def scenario_variant(text: str, base: Knobs, resolve) -> Variant:
     """A --vary KEY=VALUE variant: ``resolve(extra_overrides)`` loads the scenario with the
     setting applied after the base overrides (a bad key or value is its ConfigError)."""
