@@ -177,6 +177,30 @@ def test_a_catalog_form_yaml_outside_the_catalog_names_a_model_or_a_gpu(tmp_path
     assert sc.gpu.name == "h100x"
 
 
+@pytest.mark.parametrize("quant, dtypes", [
+    ({"quant_method": "compressed-tensors", "config_groups": {
+        "g": {"weights": {"num_bits": 8, "type": "int"}}}}, ("int8", None)),
+    ({"quant_method": "compressed-tensors", "config_groups": {
+        "g": {"weights": {"num_bits": 8, "type": "float"}}}}, ("fp8", None)),
+    ({"quant_method": "compressed-tensors", "config_groups": {
+        "g": {"weights": {"num_bits": 4, "type": "float"}}}}, ("nvfp4", None)),
+    ({"quant_method": "compressed-tensors", "config_groups": {
+        "g": {"weights": {"num_bits": 4, "type": "int"}}}}, ("bf16", "int4")),
+    ({"quant_method": "awq", "bits": 4}, ("int4", None)),
+    ({"quant_method": "gptq", "bits": 8}, ("int8", None)),
+    ({"quant_method": "modelopt", "quant_algo": "NVFP4"}, ("nvfp4", None)),
+    (None, ("bf16", None)),
+])
+def test_the_quantization_config_names_the_weights(quant, dtypes, tmp_path):
+    cfg = {**CONFIGS["qwen3-235b-a22b"], "quantization_config": quant}
+    sc = load_scenario(None, [f"model.name={_write(tmp_path, 'q', cfg)}", "gpu.name=b200",
+                              "parallel.tp=8"])
+    assert (sc.model.weight_dtype, sc.model.expert_weight_dtype) == dtypes
+    fp32 = {**CONFIGS["llama-3.1-8b"], "torch_dtype": "float32"}
+    assert load_scenario(None, [f"model.name={_write(tmp_path, 'f', fp32)}"]).model \
+        .weight_dtype == "fp16"  # vLLM's dtype auto for a float32 checkpoint
+
+
 @pytest.mark.parametrize("cfg, key, words", [
     ({"model_type": "mamba", "num_hidden_layers": 2}, "model_type", "not a family"),
     ({**CONFIGS["llama-3.1-8b"], "num_hidden_layers": None}, "num_hidden_layers", "needs"),

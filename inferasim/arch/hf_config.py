@@ -25,7 +25,8 @@ HYBRID = ("qwen3_next", "qwen3_5_moe_text", "qwen3_5_text")
 FAMILIES = (*DENSE, *MOE_LOCAL, *MOE_QWEN, *MLA, *GLM_MOE, *HYBRID)
 DSA = ("deepseek_v32", "glm_moe_dsa")  # MLA with a lightning indexer's top-k selection
 
-TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "bf16"}
+# vLLM's dtype "auto" serves a float32 checkpoint in fp16 (its --dtype help)
+TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp16"}
 
 
 class _Reader:
@@ -247,14 +248,21 @@ def _dtypes(r: _Reader, notes: list[str]) -> dict[str, Any]:
         notes.append("quark means MXFP4 weights")
         return {"weight_dtype": "mxfp4"}
     if method == "compressed-tensors":
-        bits = {(g.get("weights") or {}).get("num_bits") for g in
-                (q.get("config_groups") or {}).values() if isinstance(g, dict)}
-        if bits == {4}:
-            notes.append("compressed-tensors 4-bit on the routed experts only (Kimi-K2.5's "
+        kinds = {((g.get("weights") or {}).get("num_bits"), (g.get("weights") or {}).get("type"))
+                 for g in (q.get("config_groups") or {}).values() if isinstance(g, dict)}
+        if kinds == {(4, "int")}:
+            notes.append("compressed-tensors int4 on the routed experts only (Kimi-K2.5's "
                          "W4A16)")
             return {"weight_dtype": base, "expert_weight_dtype": "int4"}
-        if bits == {8}:
+        if kinds == {(4, "float")}:
+            return {"weight_dtype": "nvfp4"}
+        if kinds == {(8, "float")}:
             return {"weight_dtype": "fp8"}
+        if kinds == {(8, "int")}:
+            return {"weight_dtype": "int8"}
+    if method in ("gptq", "awq") and q.get("bits") in (4, 8):
+        notes.append(f"{method} quantizes every linear layer")
+        return {"weight_dtype": f"int{q['bits']}"}
     raise ConfigError(f"quant_method {method!r} is not read (fp8, mxfp4, modelopt, quark, "
-                      "4- or 8-bit compressed-tensors); set model.weight_dtype, or write a "
-                      "catalog entry", file=r.where, key=key)
+                      "compressed-tensors int4/int8/fp8/nvfp4, 4- or 8-bit GPTQ and AWQ); set "
+                      "model.weight_dtype, or write a catalog entry", file=r.where, key=key)
