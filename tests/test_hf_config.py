@@ -250,3 +250,13 @@ def test_price_reads_a_config_json_as_the_model_it_describes(tmp_path):
     a, b = json.loads(imported.output), json.loads(listed.output)
     assert a["attention_kind"] == "mla_dsa" and len(a["contexts"]) == 2
     assert a["contexts"] == b["contexts"] and a["kv_dtype"] == b["kv_dtype"] == "fp8"
+
+
+def test_a_quantization_it_does_not_read_is_refused_unless_the_scenario_names_the_weights(
+        tmp_path):
+    cfg = {**CONFIGS["llama-3.1-8b"], "quantization_config": {"quant_method": "bitsandbytes"}}
+    path = _write(tmp_path, "bnb", cfg)
+    with pytest.raises(ConfigError, match="quant_method 'bitsandbytes' is not read"):
+        load_scenario(None, [f"model.name={path}"])
+    sc = load_scenario(None, [f"model.name={path}", "model.weight_dtype=int4"])
+    assert sc.model.weight_dtype == "int4" and sc.model.num_layers == 32

@@ -53,8 +53,9 @@ class _Reader:
         return value
 
 
-def read_hf_config(path: Path) -> tuple[dict[str, Any], str]:
-    """The catalog entry ``path`` (a config.json) gives, and its name."""
+def read_hf_config(path: Path, weight_dtype: str | None = None) -> tuple[dict[str, Any], str]:
+    """The catalog entry ``path`` (a config.json) gives, and its name; ``weight_dtype``, where
+    the scenario sets one, stands for whatever the quantization config says."""
     where = str(path)
     try:
         cfg = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -68,7 +69,7 @@ def read_hf_config(path: Path) -> tuple[dict[str, Any], str]:
         raise ConfigError("expected a JSON object (a Hugging Face config.json)", file=where,
                           key="model.name")
     name = model_name(cfg, Path(path))
-    entry = hf_entry(cfg, where, name)
+    entry = hf_entry(cfg, where, name, weight_dtype)
     if not entry["hf_id"] and Path(path).name == "config.json":
         # the checkpoint it came from: what harvest plan serves (--model-path)
         entry["hf_id"] = str(Path(path).resolve().parent)
@@ -86,7 +87,8 @@ def model_name(cfg: dict[str, Any], path: Path) -> str:
     return path.stem.lower()
 
 
-def hf_entry(cfg: dict[str, Any], where: str, name: str) -> dict[str, Any]:
+def hf_entry(cfg: dict[str, Any], where: str, name: str,
+             weight_dtype: str | None = None) -> dict[str, Any]:
     """The catalog entry of one config mapping (a multimodal config's ``text_config``)."""
     outer = cfg
     prefix = ""
@@ -117,7 +119,7 @@ def hf_entry(cfg: dict[str, Any], where: str, name: str) -> dict[str, Any]:
         "mtp_layers": r.int("num_nextn_predict_layers", 0) or r.int("mtp_num_hidden_layers", 0)
         or r.int("num_mtp_modules", 0),
     }
-    entry.update(_dtypes(r, notes))
+    entry.update({"weight_dtype": weight_dtype} if weight_dtype else _dtypes(r, notes))
     if kind in MLA:
         entry["attention"] = _mla(r, kind, notes)
     else:

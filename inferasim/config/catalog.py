@@ -35,16 +35,17 @@ def names_a_file(name: str) -> bool:
 
 def load_entry(kind: str, name: str, *, key: str, origin_file: str,
                root: Path = CATALOG_DIR, scenario_path: str | None = None,
-               ) -> tuple[dict[str, Any], Origins, Path]:
+               weight_dtype: str | None = None) -> tuple[dict[str, Any], Origins, Path]:
     """Read one catalog entry; an unknown name is an error naming the scenario key that asked.
     A model or GPU may also be named by a file of the catalog's form (YAML) outside the
     catalog, or a model by its checkpoint's Hugging Face ``config.json`` (``arch.hf_config``),
-    looked for as ``resolve_scenario_path`` looks for a trace."""
+    looked for as ``resolve_scenario_path`` looks for a trace (``weight_dtype``: the one the
+    scenario sets, which a config.json's quantization config then need not name)."""
     if kind not in KINDS:
         raise ValueError(kind)
     if kind != "engines" and names_a_file(name):
         return _entry_file(kind, name, key=key, origin_file=origin_file,
-                           scenario_path=scenario_path)
+                           scenario_path=scenario_path, weight_dtype=weight_dtype)
     if not root.is_dir():
         # A wheel built without the checkout's top-level folders has no catalog: say so,
         # rather than calling every model unknown.
@@ -69,7 +70,8 @@ def load_entry(kind: str, name: str, *, key: str, origin_file: str,
 
 
 def _entry_file(kind: str, named: str, *, key: str, origin_file: str,
-                scenario_path: str | None) -> tuple[dict[str, Any], Origins, Path]:
+                scenario_path: str | None, weight_dtype: str | None = None,
+                ) -> tuple[dict[str, Any], Origins, Path]:
     from inferasim.config.paths import resolve_scenario_path
 
     what = "a model file (catalog YAML or config.json)" if kind == "models" \
@@ -86,7 +88,7 @@ def _entry_file(kind: str, named: str, *, key: str, origin_file: str,
                               file=origin_file, key=key)
         from inferasim.arch.hf_config import read_hf_config
 
-        data, _ = read_hf_config(path)
+        data, _ = read_hf_config(path, weight_dtype)
         origins: Origins = {}
         record_origins(data, "", str(path), origins)
         return data, origins, path

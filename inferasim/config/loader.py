@@ -39,7 +39,7 @@ def catalog_model(name: str, weight_dtype: str | None = None, *,
                   default_file: str | None = None) -> ModelSpec:
     """A catalog model, its weights in ``weight_dtype`` when given (else the entry's own)."""
     mdata, morigins, _ = load_entry("models", name, key="model.name", origin_file=origin_file,
-                                    scenario_path=default_file)
+                                    scenario_path=default_file, weight_dtype=weight_dtype)
     if weight_dtype is not None:
         mdata["weight_dtype"] = weight_dtype
         morigins["weight_dtype"] = dtype_origin
