@@ -260,3 +260,20 @@ def test_a_quantization_it_does_not_read_is_refused_unless_the_scenario_names_th
         load_scenario(None, [f"model.name={path}"])
     sc = load_scenario(None, [f"model.name={path}", "model.weight_dtype=int4"])
     assert sc.model.weight_dtype == "int4" and sc.model.num_layers == 32
+
+
+def test_the_published_config_of_a_catalog_model_replays_as_the_catalog_model(tmp_path):
+    """Its checkpoint's folder (DeepSeek-R1-0528) names the model the anchors measured, so the
+    import is calibrated by the same anchors and replays the same requests."""
+    from inferasim.report.run_report import replay_summary
+    from inferasim.serve.simulation import simulate
+
+    path = _write(tmp_path, "DeepSeek-R1-0528", CONFIGS["deepseek-r1"])
+    base = "scenarios/inferencemax/dsr1-mi355x-sglang-fp8-tp8.yaml"
+    short = ["workload.duration_s=60"]
+    imported = replay_summary(simulate(load_scenario(base, [f"model.name={path.parent}",
+                                                            *short])))[1]
+    listed = replay_summary(simulate(load_scenario(base, short)))[1]
+    assert imported["calibration"]["mode"] == listed["calibration"]["mode"] == "anchored"
+    for key in ("requests_completed", "output_tok_s", "ttft_mean_s", "tpot_mean_ms"):
+        assert imported[key] == listed[key], key
