@@ -205,6 +205,7 @@ def test_the_quantization_config_names_the_weights(quant, dtypes, tmp_path):
     ({"model_type": "mamba", "num_hidden_layers": 2}, "model_type", "not a family"),
     ({**CONFIGS["llama-3.1-8b"], "num_hidden_layers": None}, "num_hidden_layers", "needs"),
     ({**CONFIGS["llama-3.1-8b"], "hidden_size": "4k"}, "hidden_size", "whole number"),
+    ({**CONFIGS["llama-3.1-8b"], "num_attention_heads": 0}, "num_attention_heads", ">= 1"),
     ({**CONFIGS["glm-4.5"], "quantization_config": {"quant_method": "gptq"}},
      "quantization_config.quant_method", "gptq"),
     ({**CONFIGS["deepseek-r1"], "moe_layer_freq": 2}, "moe_layer_freq", "every layer"),

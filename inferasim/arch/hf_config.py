@@ -45,11 +45,11 @@ class _Reader:
         value = self.cfg.get(key)
         return default if value is None else value
 
-    def int(self, key: str, default: int | None = None) -> int:
+    def int(self, key: str, default: int | None = None, least: int = 0) -> int:
         value = self.need(key) if default is None else self.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ConfigError(f"expected a whole number >= 0, got {value!r}", file=self.where,
-                              key=self.prefix + key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ConfigError(f"expected a whole number >= {least}, got {value!r}",
+                              file=self.where, key=self.prefix + key)
         return value
 
 
@@ -104,17 +104,17 @@ def hf_entry(cfg: dict[str, Any], where: str, name: str,
                           "(scenarios/bases/models/*.yaml, docs/models.md) and name its file",
                           file=where, key=prefix + "model_type")
     notes: list[str] = []
-    heads = r.int("num_attention_heads")
-    hidden = r.int("hidden_size")
+    heads = r.int("num_attention_heads", least=1)
+    hidden = r.int("hidden_size", least=1)
     entry: dict[str, Any] = {
         "name": name,
         "hf_id": str(outer.get("_name_or_path") or ""),
-        "num_layers": r.int("num_hidden_layers"),
+        "num_layers": r.int("num_hidden_layers", least=1),
         "hidden_size": hidden,
-        "vocab_size": r.int("vocab_size"),
+        "vocab_size": r.int("vocab_size", least=1),
         "num_attention_heads": heads,
-        "num_kv_heads": r.int("num_key_value_heads", heads),
-        "max_context": r.int("max_position_embeddings"),
+        "num_kv_heads": r.int("num_key_value_heads", heads, least=1),
+        "max_context": r.int("max_position_embeddings", least=1),
         "tie_embeddings": bool(r.get("tie_word_embeddings", False)),
         "mtp_layers": r.int("num_nextn_predict_layers", 0) or r.int("mtp_num_hidden_layers", 0)
         or r.int("num_mtp_modules", 0),

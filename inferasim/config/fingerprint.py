@@ -3,7 +3,7 @@ the code that runs it, the anchors it calibrates from and the trace it reads.
 
 A cached rung or search replay keyed by the scenario and the package version alone outlived
 the code that computed it: a checkout updated in place keeps its version, and so does a
-folder of anchors or a trace edited under the same name (docs/search.md, "Cache")."""
+folder of anchors or a trace edited under the same name (docs/search.md, the cache)."""
 
 from __future__ import annotations
 
