@@ -222,3 +222,30 @@ def test_a_warning_is_said_once_in_one_line_whatever_the_workers(tmp_path):
     assert len(lines) == 1 and lines[0].startswith("inferasim: warning: ")
     assert "vLLM would refuse to start" in lines[0]
     assert "ConfigWarning" not in done.stderr
+
+
+def test_kv_cliffs_name_the_rungs_either_side_per_configuration():
+    from inferasim.sweep.cliff import cliff_text, kv_cliffs
+
+    def rows(config, hits, ttfts):
+        return [{"config": config, "concurrency": c, "prefix_hit_rate": h, "ttft_mean_s": t}
+                for c, h, t in zip((16, 4, 8), hits, ttfts, strict=True)]
+
+    frame = pd.DataFrame(rows("falls", [0.0, 0.95, 0.6], [90.0, 1.0, 2.0])
+                         + rows("holds", [0.7, 0.95, 0.9], [3.0, 1.0, 2.0])
+                         + rows("queues", [float("nan"), 0.95, 0.9], [90.0, 1.0, 2.0]))
+    (cliff,) = kv_cliffs(frame)
+    assert cliff["config"] == "falls"
+    assert (cliff["before"]["concurrency"], cliff["after"]["concurrency"]) == (8, 16)
+    assert cliff_text(cliff) == ("KV cliff (falls): between 8 and 16 clients the prefix hit "
+                                 "rate falls from 60.0% to 0.0%, mean TTFT 2.00 -> 90.00 s")
+
+
+def test_an_agentic_sweep_says_where_it_falls_off(tmp_path):
+    out = tmp_path / "out"
+    res = _invoke("scenarios/agentic-quickstart.yaml", "--concurrency", "4,8", "--jobs", "1",
+                  "--set", "workload.duration_s=900", "--out", str(out), "--no-plots")
+    assert res.exit_code == 0, res.output
+    (cliff,) = json.loads((out / "sweep.json").read_text())["kv_cliffs"]
+    assert cliff["before"]["prefix_hit_rate"] >= 0.5 > 0.2 > cliff["after"]["prefix_hit_rate"]
+    assert "KV cliff (base): between 4 and 8 clients" in res.output

@@ -99,9 +99,12 @@ def sweep(scenario, overrides, ladder, grid_items, jobs, ray_address, ray_token,
         raise
     elapsed = time.perf_counter() - started
     frame.attrs["scenario"] = base.name
+    from inferasim.sweep.cliff import cliff_text, kv_cliffs
+
+    cliffs = kv_cliffs(frame)
     spec = {"scenario": base.path, "overrides": all_overrides, "concurrency": concurrency,
-            "grid": dict(grid), "executor": executor.name, "workers": executor.workers,
-            "wall_s": elapsed}
+            "grid": dict(grid), "kv_cliffs": cliffs, "executor": executor.name,
+            "workers": executor.workers, "wall_s": elapsed}
     written = write_results(out_dir, frame, base, plots=not no_plots, sweep_spec=spec)
     executor.store.remove()  # the whole result is in place: the partial rungs are spent
     if as_json:
@@ -109,6 +112,8 @@ def sweep(scenario, overrides, ladder, grid_items, jobs, ray_address, ray_token,
         click.echo(strict_json.dumps(json.loads(frame.to_json(orient="records"))))
         return
     click.echo(_table(frame))
+    for cliff in cliffs:
+        click.echo(cliff_text(cliff))
     resumed = f", {executor.resumed} resumed from {partial}" if executor.resumed else ""
     click.echo(f"({len(rungs)} rungs on {executor.name} x{executor.workers} in {elapsed:.1f} s of "
                f"wall time{resumed}; wrote {', '.join(written)} to {out_dir})")
