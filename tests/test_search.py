@@ -171,6 +171,56 @@ def _small_space():
                                                  "workload.concurrency=4,16"]))
 
 
+class _FirstRoundMisses(_Counting):
+    """Replays for real, but every candidate of the first round misses the SLA in its replay:
+    the projection was wrong about the ones it thought best."""
+
+    def __init__(self):
+        super().__init__()
+        self.rounds = 0
+
+    def run(self, fn, tasks):
+        self.rounds += 1
+        for index, (record, wall) in super().run(fn, tasks):
+            if self.rounds == 1:
+                record = {**record, "interactivity_tok_s": 0.0}
+            yield index, (record, wall)
+
+
+def test_pruned_candidates_are_reprieved_when_the_best_projected_misses_in_its_replay():
+    from inferasim.search.run import reprieved
+
+    space = _small_space()
+    sla = Sla.parse(["interactivity_tok_s=10"])
+    executor = _FirstRoundMisses()
+    result = search(space.candidates, sla=sla, objective="throughput_per_gpu", knobs=Knobs(),
+                    executor=executor, margin=0.1, audit=0)
+    back = [i for i, v in enumerate(result.verdicts) if v.reason.startswith("reprieved")]
+    assert back and executor.rounds >= 2
+    assert all(i in result.records for i in back)
+    assert result.best["throughput_per_gpu"] in back  # the first round's all missed
+    # none left pruned for trailing that the confirmed best does not beat by the margin
+    assert reprieved(result.verdicts, result.records, sla, "throughput_per_gpu", 0.1) == []
+
+
+def test_reprieved_are_the_pruned_the_confirmed_best_does_not_beat():
+    from inferasim.search.run import TRAILS, reprieved
+
+    def pruned(value):
+        return Verdict("pruned", f"projected throughput_per_gpu {value} {TRAILS} 100",
+                       {"total_tok_s_per_gpu": value})
+
+    verdicts = [Verdict("replay", "projected within the margin", {"total_tok_s_per_gpu": 100}),
+                pruned(50), pruned(70), Verdict("pruned", "projected to miss the SLA by 2x",
+                                                {"total_tok_s_per_gpu": 200})]
+    sla = Sla.parse(["interactivity_tok_s=10"])
+    miss = {0: {"total_tok_s_per_gpu": 95, "interactivity_tok_s": 5}}
+    assert reprieved(verdicts, miss, sla, "throughput_per_gpu", 0.3) == [2, 1]
+    met = {**miss, 2: {"total_tok_s_per_gpu": 80, "interactivity_tok_s": 20}}
+    assert reprieved(verdicts, met, sla, "throughput_per_gpu", 0.3) == []  # 50 x 1.3 < 80
+    assert reprieved(verdicts, met, sla, "throughput_per_gpu", 0.7) == [1]  # 50 x 1.7 >= 80
+
+
 def test_killed_search_resumes_without_replaying_what_it_finished(tmp_path):
     space = _small_space()
     sla = Sla.parse(["interactivity_tok_s=10"])

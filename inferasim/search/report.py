@@ -79,6 +79,7 @@ def summary(result: SearchResult, sla: Sla, objective: str, margin: float, gpus:
         "candidates": len(result.candidates), "refused_deployments": refused,
         "pruned": stages.count("pruned"), "replayed": len(result.records),
         "survivors": stages.count("replay"), "audited": len(result.audited),
+        "reprieved": sum(v.reason.startswith("reprieved") for v in result.verdicts),
         "audit": [{"candidate": i, "replay_agrees_it_loses": ok, "why": why}
                   for i, ok, why in result.audit_agrees],
         "projection_median_abs_error_pct": result.projection_error,
@@ -142,7 +143,10 @@ def plot_frontier(table: pd.DataFrame, path: Path, title: str) -> None:
 
 
 def table_text(table: pd.DataFrame, limit: int = 15) -> str:
-    rep = table[table.stage != "pruned"].sort_values("total_tok_s_per_gpu", ascending=False)
+    """The replayed candidates, those meeting the SLA first (the winners among them), then by
+    throughput per GPU."""
+    rep = table[table.stage != "pruned"].sort_values(["meets_sla", "total_tok_s_per_gpu"],
+                                                     ascending=False)
     cols = [("candidate", "#", "{}"), ("deployment", "deployment", "{}"),
             ("concurrency", "conc", "{}"), ("total_tok_s_per_gpu", "tok/s/GPU", "{:.0f}"),
             ("interactivity_tok_s", "tok/s/user", "{:.1f}"), ("ttft_p90_s", "TTFT p90 s", "{:.2f}"),

@@ -9,6 +9,11 @@
    replayed on the executor, each result cached by its resolved scenario's hash. The best
    replayed candidate meeting the SLA wins per objective; the audit says whether the replay
    agrees that the pruned it sampled lose.
+3. **Reprieve.** A candidate pruned for trailing the best sure candidate was pruned on that
+   candidate's projection; where the replays confirm no candidate that good (the sure one
+   missed the SLA in its replay), the pruned that the best *replayed* candidate meeting the
+   SLA does not beat by the margin are replayed too, best projected first, in rounds of
+   ``REPRIEVE_ROUND``, until the replays confirm a best that beats every one left.
 """
 
 from __future__ import annotations
@@ -30,6 +35,10 @@ from inferasim.search.space import Candidate
 DEFAULT_MARGIN = 0.3
 DEFAULT_AUDIT = 3
 AUDIT_SEED = 20261202
+# Reprieved candidates replayed per round: a few per worker, so that one confirmed winner
+# stops the rounds before the long tail of the pruned is replayed.
+REPRIEVE_ROUND = 8
+TRAILS = "trails the best sure candidate's"
 
 
 @attrs.frozen
@@ -110,11 +119,33 @@ def prune(candidates: Sequence[Candidate], projections: Sequence[Verdict | dict]
         lagging = math.isfinite(value) and math.isfinite(best) and (
             value * slack < best if sense > 0 else value > best * slack)
         if lagging:
-            verdicts[i] = Verdict("pruned", f"projected {objective} {value:.4g} trails the best "
-                                  f"sure candidate's {best:.4g} by more than the margin", proj)
+            verdicts[i] = Verdict("pruned", f"projected {objective} {value:.4g} {TRAILS} "
+                                  f"{best:.4g} by more than the margin", proj)
         else:
             verdicts[i] = Verdict("replay", "projected within the margin", proj)
     return [v for v in verdicts if v is not None]
+
+
+def reprieved(verdicts: Sequence[Verdict], records: Mapping[int, Mapping[str, Any]],
+              sla: Sla, objective: str, margin: float) -> list[int]:
+    """The candidates pruned for trailing the best sure candidate, not replayed, that the best
+    replayed candidate meeting the SLA does not beat by the margin (all of them where none
+    meets it), best projected first."""
+    key, sense = objective_of(objective)
+    slack = 1.0 + margin
+    met = [float(r.get(key, math.nan)) for r in records.values() if sla.met(r)]
+    met = [v for v in met if math.isfinite(v)]
+    confirmed = (max(met) if sense > 0 else min(met)) if met else math.nan
+    out = []
+    for i, v in enumerate(verdicts):
+        if v.stage != "pruned" or TRAILS not in v.reason or i in records:
+            continue
+        value = float(v.projection.get(key, math.nan))
+        beaten = math.isfinite(confirmed) and (
+            value * slack < confirmed if sense > 0 else value > confirmed * slack)
+        if not beaten:
+            out.append(i)
+    return sorted(out, key=lambda i: -sense * float(verdicts[i].projection.get(key, math.nan)))
 
 
 def audit_sample(verdicts: Sequence[Verdict], n: int) -> list[int]:
@@ -206,17 +237,31 @@ def search(candidates: Sequence[Candidate], *, sla: Sla, objective: str, knobs: 
     audited = audit_sample(verdicts, audit)
     todo = survivors + audited
     pct = None if percentiles is None else list(percentiles)
-    tasks = [(candidates[i].scenario, knobs, pct, None, RECORD_VERSION) for i in todo]
     records: dict[int, dict[str, Any]] = {}
     walls: dict[int, float] = {}
-    done = 0
-    for position, (record, wall) in executor.run(replay_task, tasks):
-        i = todo[position]
-        records[i] = candidate_record(candidates[i], record, prices, store)
-        walls[i] = float(wall)
-        done += 1
-        if on_replayed is not None:
-            on_replayed(done, len(tasks))
+    progress = {"done": 0, "total": len(todo)}
+
+    def replay(indices: list[int]) -> None:
+        tasks = [(candidates[i].scenario, knobs, pct, None, RECORD_VERSION) for i in indices]
+        for position, (record, wall) in executor.run(replay_task, tasks):
+            i = indices[position]
+            records[i] = candidate_record(candidates[i], record, prices, store)
+            walls[i] = float(wall)
+            progress["done"] += 1
+            if on_replayed is not None:
+                on_replayed(progress["done"], progress["total"])
+
+    replay(todo)
+    while True:
+        batch = reprieved(verdicts, records, sla, objective, margin)[:REPRIEVE_ROUND]
+        if not batch:
+            break
+        for i in batch:
+            verdicts[i] = Verdict("replay", "reprieved: the replays confirmed no candidate "
+                                  "beating it by the margin", verdicts[i].projection)
+        progress["total"] += len(batch)
+        replay(batch)
+        todo += batch
     best = pick_best(todo, records, sla)
     agrees = _audit(audited, best.get(objective), records, sla, objective)
     key, _ = objective_of(objective)

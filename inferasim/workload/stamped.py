@@ -142,6 +142,7 @@ class StampedSource:
         # by a delay counted as if every turn before them were served at once).
         span = trace.span_s / rate_scale
         self.duration_s = (span + 1e-6 - warmup_s) if duration_s is None else duration_s
+        self.warmup_s = warmup_s
         self.open_loop = not sessions
         self.driver = sessions
 
@@ -151,6 +152,11 @@ class StampedSource:
         # AIPerf's trace replay sends the recorded output length as max_tokens
         return RequestSpec(int(t.input_tokens[i]), out, t.prompt_keys(i), t.block_tokens, None,
                            i, 0, max_tokens=out)
+
+    def sent(self) -> int:
+        """The arrivals the replay sends: those before its horizon (warm-up and duration)."""
+        horizon = (self.warmup_s + self.duration_s) * self.scale
+        return int(np.count_nonzero(self.trace.order_s < horizon))
 
     def arrivals(self) -> Iterator[Arrival]:
         order = self.trace.order_s
