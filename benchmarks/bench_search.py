@@ -90,6 +90,7 @@ def main() -> None:
     report = {
         "candidates": info["candidates"], "refused_deployments": info["refused_deployments"],
         "pruned": info["pruned"], "replayed": info["replayed"], "audited": info["audited"],
+        "reprieved": info["reprieved"],
         "audit_agrees": sum(a["replay_agrees_it_loses"] for a in info["audit"]),
         "wall_s": round(wall, 1), "workers": timing["workers"],
         "replay_s_mean": round(sum(walls) / len(walls), 2) if walls else None,
