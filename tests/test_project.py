@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import click
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -250,3 +251,42 @@ def test_a_recorded_trace_is_read_whole_for_its_rate_and_lengths():
                                         "workload.duration_s=600"))
     sent = int((trace.order_s < 600).sum())
     assert window.requests == sent and window.rate == pytest.approx(sent / 600)
+
+
+def test_reuse_ages_keep_the_recently_touched_leading_blocks():
+    """Two follow-ups of one prompt, 5 s and 50 s after it: a cache whose blocks live 21 s
+    keeps the first's prefix and not the second's, but the head block the request between
+    them touched at 30 s."""
+    from inferasim.sweep.projection import _cached_blocks, _reuse_ages
+    from inferasim.workload.request import RequestSpec
+
+    def spec(keys, session):
+        return RequestSpec(16 * len(keys) + 1, 4, keys, 16, None, session, 0)
+
+    specs = [spec([1, 2, 3], 0), spec([1, 2, 3, 4], 1), spec([1, 7], 2),
+             spec([1, 2, 3, 4, 5], 3)]
+    times = np.array([0.0, 5.0, 30.0, 50.0])
+    shared, private = _cached_blocks(specs, outputs=False)
+    ages = _reuse_ages(specs, times, shared, private, outputs=False)
+    assert list(ages.cached_within(np.inf)) == list(shared + private) == [0, 48, 16, 64]
+    # at 30 s block 1 is 25 s old; at 50 s it is 20 s old, blocks 2-4 45 s
+    assert list(ages.cached_within(21.0)) == [0, 48, 0, 16]
+    assert list(ages.cached_within(4.0)) == [0, 0, 0, 0]
+
+
+def test_a_recorded_traces_bounded_cache_is_projected_as_replayed():
+    """The Mooncake hour on eight B200: the unbounded cache would serve 37% of the prompts,
+    the pool keeps about 17% (its blocks age out before the follow-ups come), and the
+    projection's LRU horizon finds the same."""
+    from inferasim.report.run_report import replay_summary
+    from inferasim.serve.simulation import simulate
+    from tests.conftest import shared_data
+
+    sc = _scenario("workload.format=mooncake",
+                   f"workload.trace={shared_data('mooncake', 'conversation_trace.jsonl')}",
+                   "model.name=llama-3.1-70b", "gpu.name=b200", "parallel.tp=8")
+    projected = project(sc)
+    replayed = replay_summary(simulate(sc))[1]
+    assert projected["workload"]["hit_ideal"] > 0.35 > 0.2 > replayed["prefix_hit_rate"]
+    assert projected["prefix_hit_rate"] == pytest.approx(replayed["prefix_hit_rate"], abs=0.03)
+    assert 30 < projected["cache_horizon_s"] < 300

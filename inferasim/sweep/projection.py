@@ -39,7 +39,7 @@ SAMPLE_REQUESTS = 2000
 # with 13.7k-token prompts and 29% prefix reuse, the hour at 3.40/s, 12.0k and 37%).
 RECORDED_REQUESTS = 100_000
 PREFILL_REPRESENTATIVES = 32
-RETENTION_PASSES = 4
+RETENTION_PASSES = 8
 # Passes of the disaggregated pools' joint solution (project_disaggregated).
 DISAGG_PASSES = 6
 
@@ -65,10 +65,68 @@ class WorkloadMoments:
     prompt_shared_tokens: np.ndarray
     prompt_private_tokens: np.ndarray
     thinks: np.ndarray            # per sampled request: its client's think time before it
+    # An open loop's reuse in time: per cached block of the unbounded cache, its request and
+    # how long before that request's arrival the block was last touched (cumulative maximum
+    # along the request's matched run, so the blocks under any age are a leading run), for a
+    # cache that is sent the outputs and (``_prompts``) one that is not. None: closed loop.
+    reuse: ReuseAges | None = None
+    reuse_prompts: ReuseAges | None = None
 
     @property
     def hit_ideal(self) -> float:
         return self.hit_shared + self.hit_private
+
+
+@attrs.frozen
+class ReuseAges:
+    """Flattened per cached block: its request, its tokens, its age (s), whether another
+    session first sent it (``shared``)."""
+
+    owner: np.ndarray
+    tokens: np.ndarray
+    age: np.ndarray
+    shared: np.ndarray
+    requests: int
+
+    def cached_within(self, horizon: float, affinity: float = 1.0) -> np.ndarray:
+        """Per request, the cached tokens an LRU cache whose blocks live ``horizon`` seconds
+        since their last touch still holds (Che's characteristic time): the leading blocks
+        touched more recently than that, its own session's only with the router's
+        ``affinity``."""
+        keep = self.age < horizon
+        weight = self.tokens * np.where(self.shared, 1.0, affinity)
+        return np.bincount(self.owner[keep], weights=weight[keep], minlength=self.requests)
+
+
+def _reuse_ages(specs: list, times: np.ndarray, shared: np.ndarray, private: np.ndarray,
+                outputs: bool = True) -> ReuseAges:
+    """Each request's cached blocks (``_cached_blocks``' leading run, ``shared`` and
+    ``private`` tokens of it) with the time since a request last touched them, its prompt at
+    its arrival and (``outputs``) its finished output then too."""
+    last: dict[int, float] = {}
+    owner, tokens, age, from_other = [], [], [], []
+    for r, spec in enumerate(specs):
+        t = float(times[r])
+        bt = spec.block_tokens
+        head = int(shared[r]) // bt
+        run = head + int(private[r]) // bt
+        if run:
+            ages = np.maximum.accumulate(
+                [t - last.get(int(k), t) for k in spec.keys[:run]])
+            owner.append(np.full(run, r))
+            tokens.append(np.full(run, float(bt)))
+            age.append(ages)
+            from_other.append(np.arange(run) < head)
+        for k in spec.keys:
+            last[int(k)] = t
+        if outputs and spec.finish_keys is not None:
+            for k in spec.finish_keys:
+                last[int(k)] = t
+    if not owner:
+        empty = np.zeros(0)
+        return ReuseAges(empty.astype(np.int64), empty, empty, empty.astype(bool), len(specs))
+    return ReuseAges(np.concatenate(owner), np.concatenate(tokens), np.concatenate(age),
+                     np.concatenate(from_other), len(specs))
 
 
 def _cached_blocks(specs: list, outputs: bool = True) -> tuple[np.ndarray, np.ndarray]:
@@ -135,6 +193,7 @@ def workload_moments(scenario: Scenario, sample: int = SAMPLE_REQUESTS) -> Workl
                           "are replayed only: use 'inferasim run'", file=scenario.path,
                           key="workload.format")
     specs: list[tuple[float, Any]] = []     # (think_s, RequestSpec)
+    arrivals: list[float] = []
     rate = None
     if source.open_loop:
         recorded = getattr(source, "sent", None)
@@ -143,6 +202,7 @@ def workload_moments(scenario: Scenario, sample: int = SAMPLE_REQUESTS) -> Workl
         last = 0.0
         for arrival in source.arrivals():
             specs.append((0.0, arrival.request))
+            arrivals.append(arrival.time_s)
             last = arrival.time_s
             if len(specs) >= sample:
                 break
@@ -172,6 +232,7 @@ def workload_moments(scenario: Scenario, sample: int = SAMPLE_REQUESTS) -> Workl
         last_context[spec.session] = spec.prompt_tokens + spec.output_tokens
     p = np.asarray(prompts, dtype=np.float64)
     o = np.asarray(outputs, dtype=np.float64)
+    times = np.asarray(arrivals, dtype=np.float64) if arrivals else None
     return WorkloadMoments(
         requests=len(specs), prompt_mean=float(p.mean()), output_mean=float(o.mean()),
         think_mean_s=float(np.mean(thinks)),
@@ -180,7 +241,10 @@ def workload_moments(scenario: Scenario, sample: int = SAMPLE_REQUESTS) -> Workl
         idle_context=float(np.mean(idle)) if idle else 0.0, rate=rate,
         prompts=p, shared_tokens=sh_a, private_tokens=pr_a,
         prompt_shared_tokens=sh_p, prompt_private_tokens=pr_p,
-        thinks=np.asarray(thinks, dtype=np.float64))
+        thinks=np.asarray(thinks, dtype=np.float64),
+        reuse=_reuse_ages(requests, times, sh_a, pr_a) if times is not None else None,
+        reuse_prompts=_reuse_ages(requests, times, sh_p, pr_p, outputs=False)
+        if times is not None else None)
 
 
 def _representatives(prompts: np.ndarray, cached: np.ndarray) -> list[tuple[float, float]]:
@@ -195,8 +259,8 @@ def _representatives(prompts: np.ndarray, cached: np.ndarray) -> list[tuple[floa
 class _Prices:
     """Step prices from the oracle, cached by integer batch and interpolated between."""
 
-    def __init__(self, scenario: Scenario, oracle, moments: WorkloadMoments, retention: float,
-                 width: int, group: int = 1):
+    def __init__(self, scenario: Scenario, oracle, moments: WorkloadMoments,
+                 cached: np.ndarray, width: int, group: int = 1):
         eng = scenario.engine
         self.oracle = oracle
         # Ranks stepping together: every step is the group's, its other ranks decoding.
@@ -206,8 +270,7 @@ class _Prices:
         self.mixed = eng.scheduler == "unified"
         self.batched_tokens = eng.max_num_batched_tokens
         self.chunk_size = eng.chunked_prefill_size
-        self.reps = _representatives(
-            moments.prompts, moments.shared_tokens + retention * moments.private_tokens)
+        self.reps = _representatives(moments.prompts, cached)  # per request, its cached tokens
         self._decode: dict[int, tuple[float, float]] = {}
         self._prefill: dict[int, tuple[float, float, float, float, float]] = {}
 
@@ -495,6 +558,10 @@ def project(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
     # trace, so that a sampling error in the session model is not read as an admission one.
     idle_context = scenario.workload.resident_tokens or m.idle_context
     retention = affinity
+    horizon = math.inf  # an open loop's cache: Che's characteristic time (s)
+    cached = _open_loop_cached(m, horizon, affinity)
+    if cached is None:
+        cached = m.shared_tokens + retention * m.private_tokens
     dp = scenario.parallel.dp_attention
     group = knobs.lockstep_group(dp) if dp > 1 else 1
     per_rank = rank_scenario(scenario)  # the chunk and reserve each rank's scheduler runs
@@ -503,23 +570,34 @@ def project(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
     clients = scenario.workload.concurrency
     latency = frontend(clients if m.rate is None else 1) if frontend is not None else 0.0
     for _ in range(RETENTION_PASSES):
-        prices = prices_class(per_rank, oracle, m, retention, width, group)
+        prices = prices_class(per_rank, oracle, m, cached, width, group)
         st, ttft, saturated = _solve(load, m, prices, cap, advance, latency + beyond)
-        # Idle sessions keep their history only while the pool has room beside the running
-        # batch and the shared prefixes; LRU drops the rest.
-        idle_sessions = st.x * m.think_mean_s
-        need = idle_sessions * idle_context
         room = max(0.0, pool - st.b * (m.decode_context + window))
-        new = affinity * (1.0 if need <= room or need <= 0 else room / need)
+        if m.reuse is not None:
+            # An open loop's blocks stay while less than the room's worth of new blocks has
+            # been written after their last touch: each request's prompt tail and output.
+            # A request holds its blocks until it finishes, so they age from its end: the
+            # horizon is counted from an arrival, the request's time in the engine later.
+            written = st.x * (m.prompt_mean - float(cached.mean()) + m.output_mean)
+            held = (ttft if math.isfinite(ttft) else 0.0) + st.decode_s
+            horizon = room / written + held if written > 0 else math.inf
+            new_cached = _open_loop_cached(m, horizon, affinity)
+            new = float(new_cached.sum() / max(m.reuse.cached_within(math.inf).sum(), 1e-9))
+        else:
+            # Idle sessions keep their history only while the pool has room beside the
+            # running batch and the shared prefixes; LRU drops the rest.
+            need = st.x * m.think_mean_s * idle_context
+            new = affinity * (1.0 if need <= room or need <= 0 else room / need)
+            new_cached = m.shared_tokens + new * m.private_tokens
         # the frontend's latency at the requests this state keeps open
         moved = latency
         if frontend is not None:
             moved = frontend(_open_requests(m, clients, st.x * engines, ttft, st.decode_s))
         settled = abs(new - retention) < 1e-3 and abs(moved - latency) <= 1e-3 * max(latency, 1e-3)
-        retention, latency = new, moved
+        retention, latency, cached = new, moved, new_cached
         if settled:
             break
-    hit = m.hit_shared + retention * m.hit_private
+    hit = float(cached.sum() / m.prompts.sum())
     x = st.x * engines
     out_tok = x * m.output_mean
     in_tok = x * m.prompt_mean
@@ -543,6 +621,7 @@ def project(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
         "frontend_s": latency,
         "prefill_share": st.prefill_share,
         "cache_retention": retention,
+        "cache_horizon_s": horizon,
         "saturated": saturated,
         "batch_cap": cap,
         "schedulers": engines,
@@ -663,6 +742,13 @@ def _prefill_affinity(scenario: Scenario, prefill: Scenario) -> float:
         topo, kind="colocated", instances=topo.prefill.instances, router=topo.router_policy)))[1]
 
 
+def _open_loop_cached(m: WorkloadMoments, horizon: float, affinity: float
+                      ) -> np.ndarray | None:
+    """Per request, the cached tokens of an open loop's LRU cache of characteristic time
+    ``horizon`` (None for a closed loop, whose retention is its idle sessions')."""
+    return None if m.reuse is None else m.reuse.cached_within(horizon, affinity)
+
+
 def _prefill_pool_cached(m: WorkloadMoments, affinity: float, horizon: float, gap: float
                          ) -> np.ndarray:
     """Per sampled request, the cached tokens a disaggregated prefill pool serves it. Its
@@ -670,9 +756,11 @@ def _prefill_pool_cached(m: WorkloadMoments, affinity: float, horizon: float, ga
     than ``horizon`` seconds of new blocks have been written after it (the pool over the
     rate uncached tokens arrive: Che's approximation), so a session's last prompt is found
     if its next turn comes back within the horizon: ``gap`` (the rest of its round outside
-    the pool's cache: transfer, decode, the next prompt's wait) plus its think time. An open
-    stream's turns are taken to come back in time; a turn finds its prompt only with the
-    router's ``affinity``."""
+    the pool's cache: transfer, decode, the next prompt's wait) plus its think time; a turn
+    finds its prompt only with the router's ``affinity``. An open loop's blocks are kept by
+    their ages since their last touch (``ReuseAges.cached_within``)."""
+    if m.reuse_prompts is not None:
+        return m.reuse_prompts.cached_within(horizon, affinity)
     kept = np.full(m.prompts.size, affinity)
     if m.rate is None:
         kept = kept * (m.thinks + gap < horizon)
