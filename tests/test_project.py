@@ -290,3 +290,24 @@ def test_a_recorded_traces_bounded_cache_is_projected_as_replayed():
     assert projected["workload"]["hit_ideal"] > 0.35 > 0.2 > replayed["prefix_hit_rate"]
     assert projected["prefix_hit_rate"] == pytest.approx(replayed["prefix_hit_rate"], abs=0.03)
     assert 30 < projected["cache_horizon_s"] < 300
+
+
+def test_a_bursty_trace_queues_its_prompts_longer_than_an_even_one(tmp_path):
+    """The same 600 arrivals in 10 minutes, one a second or sixty at each minute: the
+    prefill lane's wait scales with the arrivals' dispersion (G/G/1), 1 for Poisson."""
+    def trace(name, stamps):
+        path = tmp_path / name
+        path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "".join(
+            f"2024-05-01 10:{int(t) // 60:02d}:{t % 60:06.3f},4096,16\n" for t in stamps))
+        return path
+
+    even = trace("even.csv", [i * 540.059 / 599 for i in range(600)])  # the same span
+    bursty = trace("bursty.csv", [60.0 * (i // 60) + 0.001 * (i % 60) for i in range(600)])
+    common = ["workload.format=azure", "model.name=llama-3.1-8b", "gpu.name=h100"]
+    smooth = project(_scenario(*common, f"workload.trace={even}"))
+    clumped = project(_scenario(*common, f"workload.trace={bursty}"))
+    assert smooth["workload"]["arrival_scv"] < 0.5 < 10 < clumped["workload"]["arrival_scv"]
+    assert smooth["request_rate"] == pytest.approx(clumped["request_rate"], rel=0.05)
+    assert clumped["prefill_wait_s"] > 5 * smooth["prefill_wait_s"] > 0
+    poisson = workload_moments(_scenario(*RANDOM, "workload.rate=2"))
+    assert poisson.arrival_scv == 1.0

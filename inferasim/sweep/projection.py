@@ -40,6 +40,8 @@ SAMPLE_REQUESTS = 2000
 RECORDED_REQUESTS = 100_000
 PREFILL_REPRESENTATIVES = 32
 RETENTION_PASSES = 8
+# The window over which an open loop's burstiness is read (_dispersion).
+ARRIVAL_WINDOW_S = 10.0
 # Passes of the disaggregated pools' joint solution (project_disaggregated).
 DISAGG_PASSES = 6
 
@@ -71,6 +73,10 @@ class WorkloadMoments:
     # cache that is sent the outputs and (``_prompts``) one that is not. None: closed loop.
     reuse: ReuseAges | None = None
     reuse_prompts: ReuseAges | None = None
+    # An open loop's arrival variability (1 for Poisson; None for a closed loop): the
+    # counts' index of dispersion over ARRIVAL_WINDOW_S, the squared coefficient of
+    # variation a renewal process of the same burstiness would have.
+    arrival_scv: float | None = None
 
     @property
     def hit_ideal(self) -> float:
@@ -96,6 +102,15 @@ class ReuseAges:
         keep = self.age < horizon
         weight = self.tokens * np.where(self.shared, 1.0, affinity)
         return np.bincount(self.owner[keep], weights=weight[keep], minlength=self.requests)
+
+
+def _dispersion(times: np.ndarray) -> float:
+    """The arrival counts' index of dispersion (variance over mean) in windows of
+    ARRIVAL_WINDOW_S: 1 for a Poisson stream, above it for a bursty trace."""
+    if times.size < 2:
+        return 1.0
+    counts = np.bincount(((times - times.min()) // ARRIVAL_WINDOW_S).astype(np.int64))
+    return float(max(counts.var() / counts.mean(), 1e-3)) if counts.mean() > 0 else 1.0
 
 
 def _reuse_ages(specs: list, times: np.ndarray, shared: np.ndarray, private: np.ndarray,
@@ -233,6 +248,9 @@ def workload_moments(scenario: Scenario, sample: int = SAMPLE_REQUESTS) -> Workl
     p = np.asarray(prompts, dtype=np.float64)
     o = np.asarray(outputs, dtype=np.float64)
     times = np.asarray(arrivals, dtype=np.float64) if arrivals else None
+    scv = None
+    if times is not None:
+        scv = 1.0 if wl.rate is not None else _dispersion(times)
     return WorkloadMoments(
         requests=len(specs), prompt_mean=float(p.mean()), output_mean=float(o.mean()),
         think_mean_s=float(np.mean(thinks)),
@@ -242,6 +260,7 @@ def workload_moments(scenario: Scenario, sample: int = SAMPLE_REQUESTS) -> Workl
         prompts=p, shared_tokens=sh_a, private_tokens=pr_a,
         prompt_shared_tokens=sh_p, prompt_private_tokens=pr_p,
         thinks=np.asarray(thinks, dtype=np.float64),
+        arrival_scv=scv,
         reuse=_reuse_ages(requests, times, sh_a, pr_a) if times is not None else None,
         reuse_prompts=_reuse_ages(requests, times, sh_p, pr_p, outputs=False)
         if times is not None else None)
@@ -415,7 +434,13 @@ def _state(b: float, n_clients: float | None, m: WorkloadMoments, prices: _Price
     lane = x * service
     busy = min(1.0, b + x * span)
     wait = busy * prices.decode_step(max(b, 1.0)) / 2.0
-    wait = wait + x * service_sq / (2.0 * (1.0 - lane)) if lane < 1.0 else math.inf
+    queue = x * service_sq / (2.0 * (1.0 - lane)) if lane < 1.0 else math.inf
+    if m.arrival_scv is not None and service > 0 and math.isfinite(queue):
+        # G/G/1 (Kingman, Marchal): P-K's wait scaled by (ca2 + cs2) / (1 + cs2), the
+        # arrivals' variability in place of Poisson's
+        cs2 = max(service_sq / (service * service) - 1.0, 0.0)
+        queue *= (m.arrival_scv + cs2) / (1.0 + cs2)
+    wait = wait + queue
     return _State(b, x, tpot, decode_s, span, wait, share, lane)
 
 
@@ -632,7 +657,8 @@ def project(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
                      "output_mean": m.output_mean, "think_mean_s": m.think_mean_s,
                      "hit_ideal": m.hit_ideal, "hit_shared": m.hit_shared,
                      "decode_context": m.decode_context, "idle_context": idle_context,
-                     "rate": m.rate, "concurrency": None if m.rate else scenario.workload.concurrency},
+                     "rate": m.rate, "arrival_scv": m.arrival_scv,
+                     "concurrency": None if m.rate else scenario.workload.concurrency},
     }
 
 
