@@ -77,7 +77,7 @@ def _has(module: str) -> bool:
      "--grid: engine.max_num_seqs: expected an integer"),
     (["--concurrency", "1", "--jobs", "0"], "--jobs"),
     (["--concurrency", "1,16", "--set", "workload.format=mooncake", "--set",
-      "workload.trace=trace.jsonl"], "a mooncake trace replays its recorded arrivals"),
+      "workload.trace=trace.jsonl"], "a recorded trace (mooncake) replays its own arrivals"),
     pytest.param(["--concurrency", "1", "--ray", "127.0.0.1:1"], "cannot reach a Ray cluster",
                  marks=pytest.mark.skipif(not _has("ray"), reason="ray is not installed "
                                           "(pip install 'inferasim[ray]')")),
@@ -249,3 +249,16 @@ def test_an_agentic_sweep_says_where_it_falls_off(tmp_path):
     (cliff,) = json.loads((out / "sweep.json").read_text())["kv_cliffs"]
     assert cliff["before"]["prefix_hit_rate"] >= 0.5 > 0.2 > cliff["after"]["prefix_hit_rate"]
     assert "KV cliff (base): between 4 and 8 clients" in res.output
+
+
+def test_a_recorded_traces_rungs_show_no_client_count(tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "".join(
+        f"2023-11-16 18:15:{10 + i:02d}.0,512,8\n" for i in range(10)))
+    res = _invoke("--set", "workload.format=azure", "--set", f"workload.trace={trace}",
+                  "--grid", "workload.rate_scale=1,2", "--jobs", "1", "--out",
+                  str(tmp_path / "out"), "--no-plots")
+    assert res.exit_code == 0, res.output
+    rows = [line.split() for line in res.output.splitlines()
+            if line.startswith("workload.rate_scale=")]
+    assert [r[1] for r in rows] == ["-", "-"]

@@ -16,7 +16,9 @@ from inferasim.report import strict_json
 from inferasim.report.atomic import check_out_dir
 
 
-def _table(frame) -> str:
+def _table(frame, open_loop: frozenset = frozenset()) -> str:
+    """The rungs' figures; a rung in ``open_loop`` (a recorded trace's or a rate's load, no
+    clients) shows no client count."""
     cols = [("config", "configuration", "{}"), ("concurrency", "conc", "{:d}"),
             ("output_tok_s_per_gpu", "out tok/s/GPU", "{:.1f}"),
             ("interactivity_tok_s", "tok/s/user", "{:.1f}"), ("ttft_mean_s", "TTFT s", "{:.3f}"),
@@ -27,6 +29,9 @@ def _table(frame) -> str:
         row = []
         for key, _, fmt in cols:
             value = rec[key]
+            if key == "concurrency" and rec["rung"] in open_loop:
+                row.append("-")
+                continue
             try:
                 row.append(fmt.format(int(value) if fmt == "{:d}" else value))
             except (TypeError, ValueError):
@@ -111,7 +116,11 @@ def sweep(scenario, overrides, ladder, grid_items, jobs, ray_address, ray_token,
         # pandas writes numpy numbers as JSON numbers and NaN as null
         click.echo(strict_json.dumps(json.loads(frame.to_json(orient="records"))))
         return
-    click.echo(_table(frame))
+    from inferasim.sweep.ladder import RECORDED_FORMATS
+
+    click.echo(_table(frame, frozenset(
+        r.index for r in rungs if r.scenario.workload.rate is not None
+        or r.scenario.workload.format in RECORDED_FORMATS)))
     for cliff in cliffs:
         click.echo(cliff_text(cliff))
     resumed = f", {executor.resumed} resumed from {partial}" if executor.resumed else ""

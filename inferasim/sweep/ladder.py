@@ -141,7 +141,7 @@ def build_ladder(scenario_path: str | None, overrides: Sequence[str], concurrenc
                               key="--concurrency")
         if concurrency is not None and scenario.workload.format in RECORDED_FORMATS:
             # every rung would replay the same recorded arrivals under another label
-            raise ConfigError(f"a {scenario.workload.format} trace replays its recorded "
+            raise ConfigError(f"a recorded trace ({scenario.workload.format}) replays its own "
                               "arrivals (or sessions): a concurrency ladder does not apply; "
                               "sweep --grid workload.rate_scale=... instead",
                               key="--concurrency")
