@@ -353,3 +353,21 @@ def test_search_picks_against_inferencemax_measurement():
     every = report(picks(points(load_records(IMAX, include_disaggregated=True))))
     assert every["picks"] == 51 and every["no_pick"] == 0
     assert every["within_tolerance"] >= 31
+
+
+def test_a_winner_the_real_server_would_refuse_to_start_says_so(tmp_path):
+    """Llama-3.3-70B on one MI300X each: a KV pool of 121k tokens, less than the model's
+    131k context, which vLLM's start-up check refuses unless --max-model-len says less."""
+    out = tmp_path / "out"
+    res = CliRunner().invoke(cli, [
+        "search", "--set", "model.name=llama-3.3-70b", "--set", "gpu.name=mi300x",
+        "--set", "workload.duration_s=60", "--gpus", "2", "--space", "engine.name=vllm",
+        "--space", "parallel.tp=1", "--space", "topology.kind=colocated", "--space",
+        "workload.concurrency=8", "--cache", str(tmp_path / "cache"), "--out", str(out),
+        "--jobs", "1", "--no-plots"])
+    assert res.exit_code == 0, res.output
+    best = json.loads((out / "search.json").read_text())["best"]["throughput_per_gpu"]
+    assert "vLLM would refuse to start" in best["caveat"]
+    assert "note: as deployed, vLLM would refuse to start" in res.output
+    head = (out / "best-throughput_per_gpu.yaml").read_text().split("\nname:")[0]
+    assert "--max-model-len at most the pool" in head.replace("\n# ", " ")

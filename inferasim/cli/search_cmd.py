@@ -137,6 +137,8 @@ def search(scenario, overrides, gpus, sla_items, objective, space_items, margin,
     else:
         click.echo(f"best for {objective}: #{best['candidate']} {best['deployment']} "
                    f"({best['calibration']}) -> {out_dir}/{best['scenario']}")
+        if best["caveat"]:
+            click.echo(f"  note: as deployed, {best['caveat']}")
     agree = sum(ok for _, ok, _ in result.audit_agrees)
     click.echo(f"({total} candidates, {len(space.refused)} deployments refused; "
                f"{info['pruned']} pruned at margin {margin:g}"

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import json
 import math
+import textwrap
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import yaml
 
+from inferasim.arch.layout import context_problem
 from inferasim.config.loader import scenario_to_dict
 from inferasim.report import strict_json
 from inferasim.report.atomic import RESULT_MARKER, atomic_dir
@@ -73,7 +75,9 @@ def summary(result: SearchResult, sla: Sla, objective: str, margin: float, gpus:
                      "value": rec.get(key), "total_tok_s_per_gpu": rec.get("total_tok_s_per_gpu"),
                      "interactivity_tok_s": rec.get("interactivity_tok_s"),
                      "calibration": rec.get("calibration.mode"),
-                     "scenario": f"best-{obj}.yaml"}
+                     "scenario": f"best-{obj}.yaml",
+                     # what the real server needs beyond the scenario (vLLM's start-up check)
+                     "caveat": context_problem(result.candidates[i].scenario)}
     return {
         "gpus": gpus, "sla": dict(sla.bounds), "objective": objective, "margin": margin,
         "candidates": len(result.candidates), "refused_deployments": refused,
@@ -91,6 +95,10 @@ def best_scenario(tree: dict[str, Any], result: SearchResult, objective: str) ->
     i = result.best[objective]
     head = (f"# Written by inferasim search: the best deployment for {objective}\n"
             f"# ({result.candidates[i].label}). Run it with: inferasim run THIS_FILE\n")
+    caveat = context_problem(result.candidates[i].scenario)
+    if caveat:
+        head += "".join(f"# {line}\n" for line in textwrap.wrap(
+            f"Note: as deployed, {caveat}", 88, break_on_hyphens=False))
     return head + yaml.safe_dump(tree, sort_keys=False)
 
 
