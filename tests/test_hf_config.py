@@ -17,6 +17,16 @@ from inferasim.arch.memory import memory_plan
 from inferasim.config.errors import ConfigError
 from inferasim.config.loader import load_scenario
 
+
+def _dense(kind, layers, hidden, heads, kv, inter, vocab, context, **extra):
+    """A dense model's config.json fields, as its checkpoint publishes them."""
+    return {"model_type": kind, "num_hidden_layers": layers, "hidden_size": hidden,
+            "num_attention_heads": heads, "num_key_value_heads": kv,
+            "intermediate_size": inter, "vocab_size": vocab,
+            "max_position_embeddings": context, "torch_dtype": "bfloat16",
+            "tie_word_embeddings": False, **extra}
+
+
 MLA_V3 = {"num_hidden_layers": 61, "hidden_size": 7168, "num_attention_heads": 128,
           "num_key_value_heads": 128, "intermediate_size": 18432, "vocab_size": 129280,
           "max_position_embeddings": 163840, "n_routed_experts": 256, "n_shared_experts": 1,
@@ -64,27 +74,12 @@ CONFIGS = {
                         "mlp_only_layers": [], "decoder_sparse_step": 1,
                         "vocab_size": 151936, "max_position_embeddings": 40960,
                         "torch_dtype": "bfloat16", "tie_word_embeddings": False},
-    "llama-3.1-8b": {"model_type": "llama", "num_hidden_layers": 32, "hidden_size": 4096,
-                     "num_attention_heads": 32, "num_key_value_heads": 8,
-                     "intermediate_size": 14336, "vocab_size": 128256,
-                     "max_position_embeddings": 131072, "torch_dtype": "bfloat16",
-                     "tie_word_embeddings": False},
-    "qwen3-8b": {"model_type": "qwen3", "num_hidden_layers": 36, "hidden_size": 4096,
-                 "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
-                 "intermediate_size": 12288, "vocab_size": 151936,
-                 "max_position_embeddings": 40960, "torch_dtype": "bfloat16",
-                 "tie_word_embeddings": False, "use_sliding_window": False,
-                 "sliding_window": None},
-    "llama-3.3-70b": {"model_type": "llama", "num_hidden_layers": 80, "hidden_size": 8192,
-                      "num_attention_heads": 64, "num_key_value_heads": 8,
-                      "intermediate_size": 28672, "vocab_size": 128256,
-                      "max_position_embeddings": 131072, "torch_dtype": "bfloat16",
-                      "tie_word_embeddings": False},
-    "qwq-32b": {"model_type": "qwen2", "num_hidden_layers": 64, "hidden_size": 5120,
-                "num_attention_heads": 40, "num_key_value_heads": 8, "intermediate_size": 27648,
-                "vocab_size": 152064, "max_position_embeddings": 131072,
-                "torch_dtype": "bfloat16", "tie_word_embeddings": False,
-                "use_sliding_window": False, "sliding_window": 131072, "max_window_layers": 64},
+    "llama-3.1-8b": _dense("llama", 32, 4096, 32, 8, 14336, 128256, 131072),
+    "qwen3-8b": _dense("qwen3", 36, 4096, 32, 8, 12288, 151936, 40960, head_dim=128,
+                       use_sliding_window=False, sliding_window=None),
+    "llama-3.3-70b": _dense("llama", 80, 8192, 64, 8, 28672, 128256, 131072),
+    "qwq-32b": _dense("qwen2", 64, 5120, 40, 8, 27648, 152064, 131072,
+                      use_sliding_window=False, sliding_window=131072, max_window_layers=64),
     "qwen3.5-397b-a17b": {
         "model_type": "qwen3_5_moe", "tie_word_embeddings": False,
         "text_config": {
