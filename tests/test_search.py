@@ -208,17 +208,23 @@ def test_reprieved_are_the_pruned_the_confirmed_best_does_not_beat():
 
     def pruned(value):
         return Verdict("pruned", f"projected throughput_per_gpu {value} {TRAILS} 100",
-                       {"total_tok_s_per_gpu": value})
+                       {"total_tok_s_per_gpu": value}, bar=100.0)
 
     verdicts = [Verdict("replay", "projected within the margin", {"total_tok_s_per_gpu": 100}),
                 pruned(50), pruned(70), Verdict("pruned", "projected to miss the SLA by 2x",
                                                 {"total_tok_s_per_gpu": 200})]
     sla = Sla.parse(["interactivity_tok_s=10"])
+    # the bar missed the SLA in its replay: nothing confirmed, every one trailing it is back
     miss = {0: {"total_tok_s_per_gpu": 95, "interactivity_tok_s": 5}}
     assert reprieved(verdicts, miss, sla, "throughput_per_gpu", 0.3) == [2, 1]
-    met = {**miss, 2: {"total_tok_s_per_gpu": 80, "interactivity_tok_s": 20}}
-    assert reprieved(verdicts, met, sla, "throughput_per_gpu", 0.3) == []  # 50 x 1.3 < 80
-    assert reprieved(verdicts, met, sla, "throughput_per_gpu", 0.7) == [1]  # 50 x 1.7 >= 80
+    # confirmed at 80, within the margin of the bar (80 x 1.3 >= 100): the premise holds
+    near = {0: {"total_tok_s_per_gpu": 80, "interactivity_tok_s": 20}}
+    assert reprieved(verdicts, near, sla, "throughput_per_gpu", 0.3) == []
+    # confirmed at 60, far below the bar: those it does not beat by the margin come back
+    far = {0: {"total_tok_s_per_gpu": 60, "interactivity_tok_s": 20}}
+    assert reprieved(verdicts, far, sla, "throughput_per_gpu", 0.3) == [2, 1]  # 65 >= 60
+    farther = {**far, 2: {"total_tok_s_per_gpu": 75, "interactivity_tok_s": 20}}
+    assert reprieved(verdicts, farther, sla, "throughput_per_gpu", 0.3) == []  # 65 < 75
 
 
 def test_killed_search_resumes_without_replaying_what_it_finished(tmp_path):

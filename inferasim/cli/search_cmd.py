@@ -142,8 +142,8 @@ def search(scenario, overrides, gpus, sla_items, objective, space_items, margin,
     agree = sum(ok for _, ok, _ in result.audit_agrees)
     click.echo(f"({total} candidates, {len(space.refused)} deployments refused; "
                f"{info['pruned']} pruned at margin {margin:g}"
-               + (f", {info['reprieved']} reprieved (the best projected missed the SLA in "
-                  "its replay)" if info["reprieved"] else "")
+               + (f", {info['reprieved']} reprieved (the replays confirmed no candidate "
+                  "within the margin of the best projected)" if info["reprieved"] else "")
                + ", the replay agrees on "
                f"{agree}/{len(result.audit_agrees)} audited; {len(result.records)} replayed "
                f"({result.resumed} from {cache}) on {executor_name} x{workers} in "

@@ -10,10 +10,12 @@
    replayed candidate meeting the SLA wins per objective; the audit says whether the replay
    agrees that the pruned it sampled lose.
 3. **Reprieve.** A candidate pruned for trailing the best sure candidate was pruned on that
-   candidate's projection; where the replays confirm no candidate that good (the sure one
-   missed the SLA in its replay), the pruned that the best *replayed* candidate meeting the
-   SLA does not beat by the margin are replayed too, best projected first, in rounds of
-   ``REPRIEVE_ROUND``, until the replays confirm a best that beats every one left.
+   candidate's projection; where the replays confirm no candidate within the margin of it
+   (the sure one missed the SLA in its replay, or fell far short of its projection), the
+   pruned that the best *replayed* candidate meeting the SLA does not beat by the margin are
+   replayed too, best projected first, in rounds of ``REPRIEVE_ROUND``, until the replays
+   confirm a best that beats every one left. Where the confirmed best is within the margin
+   of the bar, every pruned candidate is still projected below it and stays pruned.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ class Verdict:
     stage: str                      # "replay" | "pruned"
     reason: str
     projection: Mapping[str, Any] | None = None
+    bar: float = math.nan           # pruned for trailing: the projected best it trailed
 
 
 @attrs.frozen
@@ -120,7 +123,7 @@ def prune(candidates: Sequence[Candidate], projections: Sequence[Verdict | dict]
             value * slack < best if sense > 0 else value > best * slack)
         if lagging:
             verdicts[i] = Verdict("pruned", f"projected {objective} {value:.4g} {TRAILS} "
-                                  f"{best:.4g} by more than the margin", proj)
+                                  f"{best:.4g} by more than the margin", proj, bar=best)
         else:
             verdicts[i] = Verdict("replay", "projected within the margin", proj)
     return [v for v in verdicts if v is not None]
@@ -128,9 +131,10 @@ def prune(candidates: Sequence[Candidate], projections: Sequence[Verdict | dict]
 
 def reprieved(verdicts: Sequence[Verdict], records: Mapping[int, Mapping[str, Any]],
               sla: Sla, objective: str, margin: float) -> list[int]:
-    """The candidates pruned for trailing the best sure candidate, not replayed, that the best
-    replayed candidate meeting the SLA does not beat by the margin (all of them where none
-    meets it), best projected first."""
+    """The candidates pruned for trailing the best sure candidate, not replayed, where the
+    replays broke the pruning's premise (no candidate meeting the SLA within the margin of
+    the bar they trailed) and the best replayed candidate meeting the SLA does not beat them
+    by the margin (all of them where none meets it), best projected first."""
     key, sense = objective_of(objective)
     slack = 1.0 + margin
     met = [float(r.get(key, math.nan)) for r in records.values() if sla.met(r)]
@@ -141,10 +145,14 @@ def reprieved(verdicts: Sequence[Verdict], records: Mapping[int, Mapping[str, An
         if v.stage != "pruned" or TRAILS not in v.reason or i in records:
             continue
         value = float(v.projection.get(key, math.nan))
-        beaten = math.isfinite(confirmed) and (
-            value * slack < confirmed if sense > 0 else value > confirmed * slack)
-        if not beaten:
-            out.append(i)
+        if math.isfinite(confirmed):
+            # the premise holds: a confirmed best within the margin of the bar, which the
+            # candidate trailed by more than the margin, so it is projected below the best
+            if confirmed * slack >= v.bar if sense > 0 else confirmed <= v.bar * slack:
+                continue
+            if value * slack < confirmed if sense > 0 else value > confirmed * slack:
+                continue  # the confirmed best beats it by the margin
+        out.append(i)
     return sorted(out, key=lambda i: -sense * float(verdicts[i].projection.get(key, math.nan)))
 
 
