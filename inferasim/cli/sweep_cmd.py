@@ -116,11 +116,8 @@ def sweep(scenario, overrides, ladder, grid_items, jobs, ray_address, ray_token,
         # pandas writes numpy numbers as JSON numbers and NaN as null
         click.echo(strict_json.dumps(json.loads(frame.to_json(orient="records"))))
         return
-    from inferasim.sweep.ladder import RECORDED_FORMATS
-
     click.echo(_table(frame, frozenset(
-        r.index for r in rungs if r.scenario.workload.rate is not None
-        or r.scenario.workload.format in RECORDED_FORMATS)))
+        r.index for r in rungs if not r.scenario.workload.clients_drive_load)))
     for cliff in cliffs:
         click.echo(cliff_text(cliff))
     resumed = f", {executor.resumed} resumed from {partial}" if executor.resumed else ""

@@ -13,6 +13,8 @@ from inferasim.config.typed import above, at_least, between, choices
 ENGINES = ("vllm", "sglang", "mori-sglang", "atom", "trt")
 WORKLOAD_FORMATS = ("synthetic", "random", "mooncake", "bailian", "azure", "agentx",
                     "sessions")
+# Workload formats whose load is the trace's own: no client count drives them.
+RECORDED_FORMATS = ("mooncake", "bailian", "azure")
 
 # Upper bounds that catch a mistyped size before it builds clients or instances without end.
 MAX_CONCURRENCY = 1_000_000
@@ -419,6 +421,12 @@ class WorkloadSpec:
     # (`validate agentx` matches it to the measured ladders; docs/agentic.md).
     output_scale: float = attrs.field(default=1.0, metadata={**above(0), "max": 1000.0})
     synthetic: SyntheticSpec = attrs.field(factory=SyntheticSpec)
+
+    @property
+    def clients_drive_load(self) -> bool:
+        """Closed-loop clients set the load; else a rate or a recorded trace's stamps do,
+        and the client count is no axis."""
+        return self.rate is None and self.format not in RECORDED_FORMATS
 
 
 @attrs.frozen

@@ -22,7 +22,7 @@ from inferasim.arch.layout import context_problem
 from inferasim.config.loader import scenario_to_dict
 from inferasim.report import strict_json
 from inferasim.report.atomic import RESULT_MARKER, atomic_dir
-from inferasim.search.run import SearchResult, pareto
+from inferasim.search.run import REPRIEVED, SearchResult, pareto
 from inferasim.search.sla import OBJECTIVES, Sla
 from inferasim.sweep.ladder import write_table
 
@@ -83,7 +83,7 @@ def summary(result: SearchResult, sla: Sla, objective: str, margin: float, gpus:
         "candidates": len(result.candidates), "refused_deployments": refused,
         "pruned": stages.count("pruned"), "replayed": len(result.records),
         "survivors": stages.count("replay"), "audited": len(result.audited),
-        "reprieved": sum(v.reason.startswith("reprieved") for v in result.verdicts),
+        "reprieved": sum(v.reason == REPRIEVED for v in result.verdicts),
         "audit": [{"candidate": i, "replay_agrees_it_loses": ok, "why": why}
                   for i, ok, why in result.audit_agrees],
         "projection_median_abs_error_pct": result.projection_error,

@@ -41,6 +41,7 @@ AUDIT_SEED = 20261202
 # stops the rounds before the long tail of the pruned is replayed.
 REPRIEVE_ROUND = 8
 TRAILS = "trails the best sure candidate's"
+REPRIEVED = "reprieved: the replays confirmed no candidate beating it by the margin"
 
 
 @attrs.frozen
@@ -142,7 +143,7 @@ def reprieved(verdicts: Sequence[Verdict], records: Mapping[int, Mapping[str, An
     confirmed = (max(met) if sense > 0 else min(met)) if met else math.nan
     out = []
     for i, v in enumerate(verdicts):
-        if v.stage != "pruned" or TRAILS not in v.reason or i in records:
+        if v.stage != "pruned" or not math.isfinite(v.bar) or i in records:
             continue
         value = float(v.projection.get(key, math.nan))
         if math.isfinite(confirmed):
@@ -265,8 +266,7 @@ def search(candidates: Sequence[Candidate], *, sla: Sla, objective: str, knobs: 
         if not batch:
             break
         for i in batch:
-            verdicts[i] = Verdict("replay", "reprieved: the replays confirmed no candidate "
-                                  "beating it by the margin", verdicts[i].projection)
+            verdicts[i] = Verdict("replay", REPRIEVED, verdicts[i].projection)
         progress["total"] += len(batch)
         replay(batch)
         todo += batch

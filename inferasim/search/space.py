@@ -25,7 +25,6 @@ from inferasim.config.overrides import apply_overrides
 from inferasim.config.paths import resolve_scenario_path
 from inferasim.config.scenario import Scenario
 from inferasim.config.yaml_tree import load_tree
-from inferasim.sweep.ladder import RECORDED_FORMATS
 
 # The engines searched by default are those the catalog runs on the part's vendor (each
 # engine's ``vendors``), but mori-sglang: SGLang with AMD's MoRI KV transfer, a disaggregated
@@ -94,8 +93,7 @@ class Candidate:
     def closed_loop(self) -> bool:
         """Clients drive the load (else the trace's stamps or the rate do, and the
         concurrency is no axis)."""
-        wl = self.scenario.workload
-        return wl.rate is None and wl.format not in RECORDED_FORMATS
+        return self.scenario.workload.clients_drive_load
 
     @property
     def label(self) -> str:
@@ -354,7 +352,7 @@ def build_space(resolver: DeploymentResolver, gpus: int,
         if scenario.total_gpus > gpus:
             refused.append((dep.label, f"{scenario.total_gpus} GPUs exceed the budget of {gpus}"))
             continue
-        if scenario.workload.rate is not None or scenario.workload.format in RECORDED_FORMATS:
+        if not scenario.workload.clients_drive_load:
             concs = [scenario.workload.concurrency]  # the load is the trace's or the rate's
         else:
             concs = ladder or [c * dep.instances for c in PER_INSTANCE_CONCURRENCY]

@@ -25,7 +25,7 @@ from inferasim.config.errors import ConfigError, warn
 from inferasim.config.knobs import KNOBS, Knobs
 from inferasim.config.loader import load_scenario, scenario_to_dict
 from inferasim.config.overrides import OVERRIDE_ORIGIN
-from inferasim.config.scenario import Scenario
+from inferasim.config.scenario import RECORDED_FORMATS, Scenario
 from inferasim.report import strict_json
 from inferasim.report.atomic import atomic_dir
 from inferasim.workload.sources import GENERATED_DURATION_S
@@ -96,10 +96,6 @@ def parse_grid(items: Sequence[str]) -> list[tuple[str, list[str]]]:
         seen.add(key)
         grid.append((key, list(dict.fromkeys(values))))
     return grid
-
-
-# Workload formats whose load is the trace's own: no client count drives them.
-RECORDED_FORMATS = ("mooncake", "bailian", "azure")
 
 
 def build_ladder(scenario_path: str | None, overrides: Sequence[str], concurrency: list[int] | None,

@@ -584,9 +584,8 @@ def project(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
     idle_context = scenario.workload.resident_tokens or m.idle_context
     retention = affinity
     horizon = math.inf  # an open loop's cache: Che's characteristic time (s)
-    cached = _open_loop_cached(m, horizon, affinity)
-    if cached is None:
-        cached = m.shared_tokens + retention * m.private_tokens
+    cached = (m.reuse.cached_within(horizon, affinity) if m.reuse is not None
+              else m.shared_tokens + retention * m.private_tokens)
     dp = scenario.parallel.dp_attention
     group = knobs.lockstep_group(dp) if dp > 1 else 1
     per_rank = rank_scenario(scenario)  # the chunk and reserve each rank's scheduler runs
@@ -606,8 +605,8 @@ def project(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
             written = st.x * (m.prompt_mean - float(cached.mean()) + m.output_mean)
             held = (ttft if math.isfinite(ttft) else 0.0) + st.decode_s
             horizon = room / written + held if written > 0 else math.inf
-            new_cached = _open_loop_cached(m, horizon, affinity)
-            new = float(new_cached.sum() / max(m.reuse.cached_within(math.inf).sum(), 1e-9))
+            new_cached = m.reuse.cached_within(horizon, affinity)
+            new = float(new_cached.sum() / max(m.hit_ideal * m.prompts.sum(), 1e-9))
         else:
             # Idle sessions keep their history only while the pool has room beside the
             # running batch and the shared prefixes; LRU drops the rest.
@@ -766,13 +765,6 @@ def _prefill_affinity(scenario: Scenario, prefill: Scenario) -> float:
     topo = scenario.topology
     return _engines(prefill.evolve(topology=attrs.evolve(
         topo, kind="colocated", instances=topo.prefill.instances, router=topo.router_policy)))[1]
-
-
-def _open_loop_cached(m: WorkloadMoments, horizon: float, affinity: float
-                      ) -> np.ndarray | None:
-    """Per request, the cached tokens of an open loop's LRU cache of characteristic time
-    ``horizon`` (None for a closed loop, whose retention is its idle sessions')."""
-    return None if m.reuse is None else m.reuse.cached_within(horizon, affinity)
 
 
 def _prefill_pool_cached(m: WorkloadMoments, affinity: float, horizon: float, gap: float
