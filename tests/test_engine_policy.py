@@ -1,6 +1,7 @@
 """Each engine's own policy object: queue, eviction, counter and allocation as the engine
 has them (docs/engines.md), and the mechanisms behind them."""
 
+import attrs
 import numpy as np
 import pytest
 import simpy
@@ -245,6 +246,47 @@ def test_guaranteed_no_evict_admits_only_what_can_run_to_its_max_output():
     _run_steps(packed, 400)
     assert packed.stats.preemptions > 0  # both grow past the pool: the newest is paused
     kv2.pool.check()
+
+
+def test_without_max_tokens_trt_deduces_the_output_from_a_length_capped_at_its_pool():
+    # 40 blocks (640 tokens), far below the model's context: TensorRT-LLM lowers max_seq_len
+    # to the pool, so a request without max_tokens reserves the pool, runs alone, and is
+    # never refused (it was, when the context stood for max_seq_len: it could never fit)
+    eng, kv = _trt("guaranteed-no-evict", 40)
+    reqs = [LiveRequest(i, _spec(150, 20, None, first_key=100 * i), 0.0,
+                        simpy.Environment().event()) for i in (1, 2)]
+    assert eng.max_new(reqs[0]) == 640 - 150 - 1
+    eng.waiting.extend(reqs)
+    eng.form_step(0.0)
+    assert [r.rid for r in eng.running] == [1]
+    _run_steps(eng, 200)
+    assert all(not r.failed and r.generated >= 20 for r in reqs)
+    kv.pool.check()
+
+
+def test_sglang_caps_a_requests_length_at_its_pool_and_vllm_at_the_context():
+    # SGLang's max_req_len is min(context, pool) - 1; vLLM serves the model's context or
+    # refuses to start (layout.context_problem)
+    spec = _spec(160, 50, None)
+    for engine, longest in (("sglang", 2_000), ("vllm", 131_072)):
+        sc = load_scenario(None, [f"engine.name={engine}"])
+        eng = EngineInstance(simpy.Environment(), sc, AnalyticOracle(sc),
+                             KVManager(2_000, 1, BT, "radix-leaf", True), driven=True)
+        req = LiveRequest(1, spec, 0.0, simpy.Environment().event())
+        assert eng.max_new(req) == longest - 160 - 1, engine
+
+
+def test_trt_says_when_its_reservation_runs_fewer_requests_than_the_clients():
+    from inferasim.arch.layout import reservation_problem
+
+    sets = ["model.name=llama-3.3-70b", "gpu.name=h100", "engine.name=trt"]
+    tight = load_scenario(None, [*sets, "parallel.tp=4", "workload.concurrency=32"])
+    said = reservation_problem(tight)
+    assert said and "of the 32 clients' requests run at once" in said
+    assert reservation_problem(attrs.evolve(tight, engine=attrs.evolve(
+        tight.engine, capacity_policy="max-utilization"))) is None
+    benchmark = load_scenario(None, [*sets, "parallel.tp=4", "workload.format=random"])
+    assert reservation_problem(benchmark) is None  # its clients send max_tokens
 
 
 def test_trt_defaults_to_its_own_scheduler_block_size_and_memory_rule():

@@ -377,3 +377,35 @@ def test_a_winner_the_real_server_would_refuse_to_start_says_so(tmp_path):
     assert "note: as deployed, vLLM would refuse to start" in res.output
     head = (out / "best-throughput_per_gpu.yaml").read_text().split("\nname:")[0]
     assert "--max-model-len at most the pool" in head.replace("\n# ", " ")
+
+
+def _refusing_search(tmp_path, tps):
+    """Llama-3.3-70B on H100s with 8k prompts: at TP2 its KV pool holds 2,400 tokens."""
+    return CliRunner().invoke(cli, [
+        "search", "--set", "model.name=llama-3.3-70b", "--set", "gpu.name=h100",
+        "--set", "workload.format=random", "--set", "workload.isl=8000", "--set",
+        "workload.osl=64", "--set", "workload.duration_s=60", "--gpus", "4", "--space",
+        "engine.name=vllm", "--space", f"parallel.tp={tps}", "--space",
+        "topology.kind=colocated", "--space", "workload.concurrency=4", "--cache",
+        str(tmp_path / "cache"), "--out", str(tmp_path / "out"), "--jobs", "1", "--no-plots"])
+
+
+def test_a_candidate_that_serves_nothing_fails_and_the_search_goes_on(tmp_path):
+    res = _refusing_search(tmp_path, "2,4")
+    assert res.exit_code == 0, res.output
+    info = json.loads((tmp_path / "out" / "search.json").read_text())
+    assert [f["deployment"] for f in info["failed"]] == ["vllm tp2 2x c4"]
+    assert "the pool holds 2400" in info["failed"][0]["reason"]
+    assert info["best"]["throughput_per_gpu"]["deployment"] == "vllm tp4 1x c4"
+    assert "1 served nothing" in res.output
+    table = pd.read_csv(tmp_path / "out" / "candidates.csv")
+    failed = table[table.deployment == "vllm tp2 2x"].iloc[0]
+    assert failed.reason.startswith("served nothing") and not failed.meets_sla
+
+
+def test_a_search_whose_every_replay_serves_nothing_says_why(tmp_path):
+    res = _refusing_search(tmp_path, "2")
+    assert res.exit_code != 0
+    assert "no deployment replayed could serve the workload" in res.output
+    assert "the pool holds 2400" in res.output and "Traceback" not in res.output
+    assert not (tmp_path / "out").exists()  # nothing half-written

@@ -59,11 +59,15 @@ def check_layout(scenario: Scenario, origins: dict[str, str], path: str, *,
         problem = fit_problem(scenario, plan)
         if problem:
             raise _fail(problem, "parallel.tp", origins, path)
+        from inferasim.config.errors import warn
+
         short = context_problem(scenario, plan)
         if short:
-            from inferasim.config.errors import warn
-
             warn(short, file=origins.get("parallel.tp", path), key="parallel.tp")
+        held = reservation_problem(scenario, plan)
+        if held:
+            warn(held, file=origins.get("engine.capacity_policy", path),
+                 key="engine.capacity_policy")
 
 
 def fit_problem(scenario: Scenario, plan=None) -> str | None:
@@ -108,3 +112,37 @@ def context_problem(scenario: Scenario, plan=None) -> str | None:
                 "context; the real server needs --max-model-len at most the pool, or more "
                 "memory (a larger parallel.tp or engine.mem_fraction)")
     return None
+
+
+def reservation_problem(scenario: Scenario, plan=None) -> str | None:
+    """Why TensorRT-LLM would run fewer requests than the clients send, or None: under
+    GUARANTEED_NO_EVICT each request reserves its prompt and its max_tokens, which the engine
+    deduces as the longest request (the context, capped at the pool) less the prompt when the
+    client sends none, as the synthetic chat workload does (``EngineCore.max_new``)."""
+    from inferasim.arch.memory import memory_plan
+
+    eng, wl = scenario.engine, scenario.workload
+    if eng.capacity_policy != "guaranteed-no-evict" or wl.format != "synthetic" \
+            or scenario.topology.kind != "colocated":
+        return None
+    plan = plan or memory_plan(scenario)
+    pool = plan.kv_pool_tokens // max(1, scenario.parallel.dp_attention)
+    longest = min(scenario.model.max_context, pool)
+    if longest <= 0:
+        return None
+    slots = pool // longest
+    if slots >= wl.concurrency:
+        return None
+    return (f"TensorRT-LLM's GUARANTEED_NO_EVICT reserves each request's whole sequence, "
+            f"{longest:,d} tokens where the client sends no max_tokens (the synthetic "
+            f"workload sends none): at most {slots} of the {wl.concurrency} clients' requests "
+            f"run at once in a pool of {pool:,d} tokens; engine.capacity_policy="
+            "max-utilization reserves nothing")
+
+
+def serving_caveat(scenario: Scenario, plan=None) -> str | None:
+    """What the real server does with this deployment that its figures depend on and the
+    scenario does not say (``context_problem``, ``reservation_problem``), or None."""
+    found = [p for p in (context_problem(scenario, plan), reservation_problem(scenario, plan))
+             if p]
+    return "; ".join(found) or None

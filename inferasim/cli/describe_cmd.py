@@ -10,7 +10,7 @@ import yaml
 
 from inferasim.anchors.acceptance import resolved_with_reading
 from inferasim.arch.interconnect import kv_link_plan
-from inferasim.arch.layout import context_problem, fit_problem
+from inferasim.arch.layout import context_problem, fit_problem, reservation_problem
 from inferasim.arch.memory import GIB, memory_plan
 from inferasim.arch.params import param_counts
 from inferasim.cli.options import resolve_scenario, sizing_scenario_options
@@ -51,6 +51,7 @@ def describe(scenario, overrides, as_json, **flags):
         "fits": problem is None,
         "fit_problem": problem,
         "context_problem": None if problem else context_problem(resolved, plan),
+        "reservation_problem": None if problem else reservation_problem(resolved, plan),
     }
     try:
         # what a replay's verify steps emit: the scenario's figure, else the anchors' chain
@@ -110,8 +111,10 @@ def describe(scenario, overrides, as_json, **flags):
     click.echo(f"GPUs: {resolved.total_gpus} in all, {resolved.gpus_per_instance} per instance")
     if problem:
         click.echo(f"does not fit: {problem}")
-    elif derived["context_problem"]:
-        click.echo(derived["context_problem"])
+    else:
+        for caveat in ("context_problem", "reservation_problem"):
+            if derived.get(caveat):
+                click.echo(derived[caveat])
 
 
 def _pool_figures(resolved, role: str) -> dict:

@@ -144,6 +144,8 @@ def search(scenario, overrides, gpus, sla_items, objective, space_items, margin,
                f"{info['pruned']} pruned at margin {margin:g}"
                + (f", {info['reprieved']} reprieved (the replays confirmed no candidate "
                   "within the margin of the best projected)" if info["reprieved"] else "")
+               + (f", {len(info['failed'])} served nothing (search.json: failed)"
+                  if info["failed"] else "")
                + ", the replay agrees on "
                f"{agree}/{len(result.audit_agrees)} audited; {len(result.records)} replayed "
                f"({result.resumed} from {cache}) on {executor_name} x{workers} in "

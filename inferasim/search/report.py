@@ -18,10 +18,11 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from inferasim.arch.layout import context_problem
+from inferasim.arch.layout import serving_caveat
 from inferasim.config.loader import scenario_to_dict
 from inferasim.report import strict_json
 from inferasim.report.atomic import RESULT_MARKER, atomic_dir
+from inferasim.search.replay import FAILED
 from inferasim.search.run import REPRIEVED, SearchResult, pareto
 from inferasim.search.sla import OBJECTIVES, Sla
 from inferasim.sweep.ladder import write_table
@@ -52,6 +53,8 @@ def frame(result: SearchResult, sla: Sla) -> pd.DataFrame:
         for key in PROJECTED_KEYS:
             row[f"projected.{key}"] = proj.get(key, math.nan)
         rec = result.records.get(i)
+        if rec is not None and FAILED in rec:
+            row["reason"] = f"served nothing: {rec[FAILED]}"
         for key in REPLAYED_KEYS:
             row[key] = rec.get(key, math.nan) if rec is not None else math.nan
         row["meets_sla"] = bool(rec is not None and sla.met(rec))
@@ -76,13 +79,18 @@ def summary(result: SearchResult, sla: Sla, objective: str, margin: float, gpus:
                      "interactivity_tok_s": rec.get("interactivity_tok_s"),
                      "calibration": rec.get("calibration.mode"),
                      "scenario": f"best-{obj}.yaml",
-                     # what the real server needs beyond the scenario (vLLM's start-up check)
-                     "caveat": context_problem(result.candidates[i].scenario)}
+                     # what the real server does beyond the scenario (vLLM's start-up
+                     # check, TensorRT-LLM's reservation)
+                     "caveat": serving_caveat(result.candidates[i].scenario)}
     return {
         "gpus": gpus, "sla": dict(sla.bounds), "objective": objective, "margin": margin,
         "candidates": len(result.candidates), "refused_deployments": refused,
         "pruned": stages.count("pruned"), "replayed": len(result.records),
         "survivors": stages.count("replay"), "audited": len(result.audited),
+        # replayed and served nothing (every request refused): why, per candidate
+        "failed": [{"candidate": i, "deployment": result.candidates[i].label,
+                    "reason": rec[FAILED]} for i, rec in sorted(result.records.items())
+                   if FAILED in rec],
         "reprieved": sum(v.reason == REPRIEVED for v in result.verdicts),
         "audit": [{"candidate": i, "replay_agrees_it_loses": ok, "why": why}
                   for i, ok, why in result.audit_agrees],
@@ -95,7 +103,7 @@ def best_scenario(tree: dict[str, Any], result: SearchResult, objective: str) ->
     i = result.best[objective]
     head = (f"# Written by inferasim search: the best deployment for {objective}\n"
             f"# ({result.candidates[i].label}). Run it with: inferasim run THIS_FILE\n")
-    caveat = context_problem(result.candidates[i].scenario)
+    caveat = serving_caveat(result.candidates[i].scenario)
     if caveat:
         head += "".join(f"# {line}\n" for line in textwrap.wrap(
             f"Note: as deployed, {caveat}", 88, break_on_hyphens=False))

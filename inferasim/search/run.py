@@ -30,7 +30,7 @@ import numpy as np
 from inferasim.config.errors import ConfigError
 from inferasim.config.knobs import Knobs
 from inferasim.search.economics import economics
-from inferasim.search.replay import RECORD_VERSION, replay_task
+from inferasim.search.replay import FAILED, RECORD_VERSION, replay_task
 from inferasim.search.sla import OBJECTIVES, Sla, objective_of
 from inferasim.search.space import Candidate
 
@@ -207,6 +207,9 @@ def _audit(audited: Sequence[int], best: int | None, records, sla: Sla, objectiv
     out = []
     for i in audited:
         rec = records[i]
+        if FAILED in rec:
+            out.append((i, True, "served nothing in the replay"))
+            continue
         if not sla.met(rec):
             out.append((i, True, "misses the SLA in the replay"))
             continue
@@ -254,7 +257,8 @@ def search(candidates: Sequence[Candidate], *, sla: Sla, objective: str, knobs: 
         tasks = [(candidates[i].scenario, knobs, pct, None, RECORD_VERSION) for i in indices]
         for position, (record, wall) in executor.run(replay_task, tasks):
             i = indices[position]
-            records[i] = candidate_record(candidates[i], record, prices, store)
+            records[i] = dict(record) if FAILED in record else \
+                candidate_record(candidates[i], record, prices, store)
             walls[i] = float(wall)
             progress["done"] += 1
             if on_replayed is not None:
@@ -270,6 +274,9 @@ def search(candidates: Sequence[Candidate], *, sla: Sla, objective: str, knobs: 
         progress["total"] += len(batch)
         replay(batch)
         todo += batch
+    if records and all(FAILED in r for r in records.values()):
+        raise ConfigError(f"no deployment replayed could serve the workload (the first: "
+                          f"{records[min(records)][FAILED]})", key="workload")
     best = pick_best(todo, records, sla)
     agrees = _audit(audited, best.get(objective), records, sla, objective)
     key, _ = objective_of(objective)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 import attrs
 
 from inferasim.config.catalog import DEFAULT_SCENARIO, names_a_file
-from inferasim.config.errors import ConfigError
+from inferasim.config.errors import ConfigError, ConfigWarning
 from inferasim.config.loader import engines_for_vendor, resolve
 from inferasim.config.overrides import apply_overrides
 from inferasim.config.paths import resolve_scenario_path
@@ -325,6 +326,24 @@ def build_space(resolver: DeploymentResolver, gpus: int,
     ladder = _ints("workload.concurrency", given["workload.concurrency"]) \
         if "workload.concurrency" in given else None
     found, extras = deployments(base, gpus, narrow)
+    with warnings.catch_warnings():
+        # a candidate's layout warnings are the base concurrency's, and the winner's are in
+        # the report (``layout.serving_caveat``): one per deployment would bury the search
+        warnings.simplefilter("ignore", ConfigWarning)
+        candidates, refused = _candidates(resolver, gpus, found, extras, ladder)
+    if not candidates:
+        why = "; ".join(f"{label}: {reason}" for label, reason in refused[:3])
+        raise ConfigError(f"no deployment in the space fits {gpus} GPU(s)"
+                          + (f" ({why})" if why else ""), key="--space")
+    axes: dict[str, Any] = {k: tuple(v) for k, v in default_axes(base, gpus).items()}
+    axes.update({k: tuple(v) for k, v in narrow})
+    return Space(tuple(candidates), tuple(refused), axes)
+
+
+def _candidates(resolver: DeploymentResolver, gpus: int, found, extras, ladder
+                ) -> tuple[list[Candidate], list[tuple[str, str]]]:
+    """Each deployment resolved (refused with the loader's reason where it cannot be) and
+    crossed with its concurrency ladder."""
     candidates: list[Candidate] = []
     refused: list[tuple[str, str]] = []
     probed: dict[tuple, str | None] = {}
@@ -360,10 +379,4 @@ def build_space(resolver: DeploymentResolver, gpus: int,
             wl = attrs.evolve(scenario.workload, concurrency=int(conc))
             candidates.append(Candidate(len(candidates), dep, int(conc),
                                         scenario.evolve(workload=wl)))
-    if not candidates:
-        why = "; ".join(f"{label}: {reason}" for label, reason in refused[:3])
-        raise ConfigError(f"no deployment in the space fits {gpus} GPU(s)"
-                          + (f" ({why})" if why else ""), key="--space")
-    axes: dict[str, Any] = {k: tuple(v) for k, v in default_axes(base, gpus).items()}
-    axes.update({k: tuple(v) for k, v in narrow})
-    return Space(tuple(candidates), tuple(refused), axes)
+    return candidates, refused

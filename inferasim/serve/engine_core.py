@@ -100,7 +100,10 @@ class EngineCore:
         self.decoding = DecodeSet(self.advance)   # running, past the prompt
         self.stats = EngineStats()
         self._seq = 0
+        # the longest request the engine serves, from which it deduces an unsent max_tokens
         self._max_context = scenario.model.max_context
+        if policy.caps_request_at_pool and kv.pool.capacity > 0:
+            self._max_context = min(self._max_context, kv.pool.capacity)
         # A router's index told of every change of this instance's queues (``watch``)
         self._watch = None
         self._watch_at = 0
@@ -125,10 +128,11 @@ class EngineCore:
 
     def max_new(self, req: LiveRequest) -> int:
         """The output the engine believes ``req`` may reach: the client's max_tokens, else the
-        rest of the context (SGLang caps max_new_tokens there when none is sent [U];
-        TensorRT-LLM's executor deduces max_seq_len - prompt, ``_deduce_max_tokens`` in
-        ``executor/base_worker.py`` [3P]). The true output length is the simulator's, never
-        the scheduler's."""
+        rest of the longest request it serves (SGLang caps max_new_tokens at max_req_len -
+        prompt when none is sent; TensorRT-LLM's executor deduces max_seq_len - prompt,
+        ``_deduce_max_tokens`` in ``executor/base_worker.py`` [3P]; both lengths at most the
+        pool, ``EnginePolicy.caps_request_at_pool``). The true output length is the
+        simulator's, never the scheduler's."""
         if req.spec.max_tokens is not None:
             return req.spec.max_tokens
         return max(1, self._max_context - req.spec.prompt_tokens - 1)
@@ -158,7 +162,12 @@ class EngineCore:
     def admission_reserve(self, req: LiveRequest) -> float:
         if not self._reserve_output:
             return 0.0
-        return float(min(self.max_new(req) - req.generated, self.policy.output_reserve_clip))
+        reserve = float(min(self.max_new(req) - req.generated, self.policy.output_reserve_clip))
+        if self.policy.caps_request_at_pool:
+            # its whole sequence is at most the pool, counted in whole blocks (a prompt's
+            # last page rounded up here is the output's first tokens there)
+            reserve = min(reserve, float(max(0, self.kv.pool.capacity - self.kv.pages(req.target))))
+        return reserve
 
     def running_reserve(self) -> float:
         if not self._reserve_output or not self.running:

@@ -68,6 +68,14 @@ def _gates_whole_sequence(spec: EngineSpec) -> bool:
     return v is None or v >= _VLLM_FULL_ISL_GATE
 
 
+# Engines that cap a request's length at what their KV pool holds, where vLLM refuses to
+# start instead (engines.md 1.1): SGLang's max_req_len is min(context_len, pool) - 1
+# (scheduler init), TensorRT-LLM's KV cache manager lowers max_seq_len and the attention
+# window to the pool's whole blocks ("maxAttentionWindow and maxSequenceLen are too large
+# for at least one sequence to fit in kvCache"), and both deduce an unsent max_tokens from it.
+_CAPS_REQUEST_AT_POOL = ("sglang", "mori-sglang", "trt")
+
+
 @attrs.frozen
 class EnginePolicy:
     name: str
@@ -90,6 +98,7 @@ class EnginePolicy:
     counter: PrefixCounter
     allocates_per_step: bool    # a prompt's pages are taken chunk by chunk (vLLM)
     gates_whole_sequence: bool  # ...and admission checks its whole sequence fits (vLLM 0.19+)
+    caps_request_at_pool: bool  # the longest request is what the pool holds (SGLang, TRT-LLM)
 
     @classmethod
     def for_engine(cls, spec: EngineSpec, speculative: bool) -> EnginePolicy:
@@ -121,4 +130,5 @@ class EnginePolicy:
             counter=PrefixCounter.for_engine(spec),
             allocates_per_step=spec.kv_allocation == "per-step",
             gates_whole_sequence=_gates_whole_sequence(spec),
+            caps_request_at_pool=spec.name in _CAPS_REQUEST_AT_POOL,
         )

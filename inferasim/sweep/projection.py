@@ -578,6 +578,11 @@ def project(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
     gpus = scenario.gpus_per_instance * engines / scenario.parallel.dp_attention
     width = scenario.speculative.verify_width
     advance = scenario.speculative.tokens_per_step
+    if pool < m.decode_context + window:
+        # most requests could never be admitted: no steady state to solve for (the replay
+        # refuses them and says so)
+        raise ConfigError(f"the KV pool holds {pool:,d} tokens, less than the mean request's "
+                          f"{m.decode_context + window:,.0f}", key="parallel.tp")
     cap = _batch_cap(scenario, pool, m, window)
     # --workload-resident-tokens gives the length-biased resident mean measured on the real
     # trace, so that a sampling error in the session model is not read as an admission one.
