@@ -276,6 +276,23 @@ def test_sglang_caps_a_requests_length_at_its_pool_and_vllm_at_the_context():
         assert eng.max_new(req) == longest - 160 - 1, engine
 
 
+def test_synthetic_clients_send_the_max_tokens_the_scenario_gives_and_answers_end_there():
+    from inferasim.config.scenario import SyntheticSpec
+    from inferasim.workload.synthetic import SyntheticSessions
+
+    def turns(cap):  # each seed's first request
+        return [SyntheticSessions(SyntheticSpec(max_tokens=cap), 131_072,
+                                  np.random.default_rng(seed)).next_session().turns[0].request
+                for seed in range(300)]
+
+    free, capped = turns(None), turns(300)
+    assert {r.max_tokens for r in free} == {None}
+    assert {r.max_tokens for r in capped} == {300}
+    assert max(r.output_tokens for r in free) > 300 >= max(r.output_tokens for r in capped)
+    # the same draws: only the answers past the cap end sooner
+    assert [min(r.output_tokens, 300) for r in free] == [r.output_tokens for r in capped]
+
+
 def test_trt_says_when_its_reservation_runs_fewer_requests_than_the_clients():
     from inferasim.arch.layout import reservation_problem
 
@@ -287,6 +304,8 @@ def test_trt_says_when_its_reservation_runs_fewer_requests_than_the_clients():
         tight.engine, capacity_policy="max-utilization"))) is None
     benchmark = load_scenario(None, [*sets, "parallel.tp=4", "workload.format=random"])
     assert reservation_problem(benchmark) is None  # its clients send max_tokens
+    sent = load_scenario(None, [*sets, "parallel.tp=4", "workload.synthetic.max_tokens=2048"])
+    assert reservation_problem(sent) is None
 
 
 def test_trt_defaults_to_its_own_scheduler_block_size_and_memory_rule():

@@ -118,12 +118,13 @@ def reservation_problem(scenario: Scenario, plan=None) -> str | None:
     """Why TensorRT-LLM would run fewer requests than the clients send, or None: under
     GUARANTEED_NO_EVICT each request reserves its prompt and its max_tokens, which the engine
     deduces as the longest request (the context, capped at the pool) less the prompt when the
-    client sends none, as the synthetic chat workload does (``EngineCore.max_new``)."""
+    client sends none, as the synthetic chat workload's clients do unless
+    ``workload.synthetic.max_tokens`` says (``EngineCore.max_new``)."""
     from inferasim.arch.memory import memory_plan
 
     eng, wl = scenario.engine, scenario.workload
     if eng.capacity_policy != "guaranteed-no-evict" or wl.format != "synthetic" \
-            or scenario.topology.kind != "colocated":
+            or wl.synthetic.max_tokens is not None or scenario.topology.kind != "colocated":
         return None
     plan = plan or memory_plan(scenario)
     pool = plan.kv_pool_tokens // max(1, scenario.parallel.dp_attention)
@@ -136,8 +137,9 @@ def reservation_problem(scenario: Scenario, plan=None) -> str | None:
     return (f"TensorRT-LLM's GUARANTEED_NO_EVICT reserves each request's whole sequence, "
             f"{longest:,d} tokens where the client sends no max_tokens (the synthetic "
             f"workload sends none): at most {slots} of the {wl.concurrency} clients' requests "
-            f"run at once in a pool of {pool:,d} tokens; engine.capacity_policy="
-            "max-utilization reserves nothing")
+            f"run at once in a pool of {pool:,d} tokens; workload.synthetic.max_tokens "
+            "sets what the clients send, engine.capacity_policy=max-utilization reserves "
+            "nothing")
 
 
 def serving_caveat(scenario: Scenario, plan=None) -> str | None:

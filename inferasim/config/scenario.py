@@ -348,6 +348,10 @@ class SyntheticSpec:
     think_time_median_s: float = attrs.field(default=10.0, metadata=above(0))
     think_time_sigma: float = attrs.field(default=1.3, metadata=between(0.0, 4.0))
     max_prompt_tokens: int = attrs.field(default=131072, metadata=at_least(2))
+    # The max_tokens every client sends, which also ends an answer drawn longer; None: the
+    # clients send none, and the engine deduces it from its longest request (SGLang and
+    # TensorRT-LLM reserve KV against it, EngineCore.max_new).
+    max_tokens: int | None = attrs.field(default=None, metadata=at_least(1))
     # Granularity of the prompt's block keys (the prefix cache's unit).
     block_tokens: int = attrs.field(default=16, metadata=at_least(1))
 

@@ -29,6 +29,11 @@ class SyntheticSessions:
     def _lognormal(self, median: float, sigma: float) -> int:
         return max(1, int(round(median * float(np.exp(sigma * self.rng.standard_normal())))))
 
+    def _capped(self, out: int) -> int:
+        """An answer ends at the max_tokens its client sent, if it sent one."""
+        cap = self.spec.max_tokens
+        return out if cap is None else min(out, cap)
+
     def next_session(self) -> Session:
         s, rng = self.spec, self.rng
         sid = self._next_id
@@ -41,7 +46,7 @@ class SyntheticSessions:
         for t in range(n_turns):
             if t > 0:
                 history += self._lognormal(s.turn_tokens_median, s.turn_sigma)
-            out = self._lognormal(s.output_tokens_median, s.output_sigma)
+            out = self._capped(self._lognormal(s.output_tokens_median, s.output_sigma))
             if history + out > self.max_context:
                 break
             prompt = history
@@ -49,12 +54,15 @@ class SyntheticSessions:
             finish = stream_keys(self.shared, base, (prompt + out) // self.bt)
             think = 0.0 if t == 0 else float(np.exp(np.log(s.think_time_median_s)
                                                      + s.think_time_sigma * rng.standard_normal()))
-            turns.append(Turn(think, RequestSpec(prompt, out, keys, self.bt, finish, sid, t)))
+            turns.append(Turn(think, RequestSpec(prompt, out, keys, self.bt, finish, sid, t,
+                                                 max_tokens=s.max_tokens)))
             history = prompt + out
         if not turns:
             prompt = min(history, self.max_context // 2)
-            out = max(1, min(self._lognormal(s.output_tokens_median, s.output_sigma),
+            out = max(1, min(self._capped(self._lognormal(s.output_tokens_median,
+                                                          s.output_sigma)),
                              self.max_context - prompt))
             keys = stream_keys(self.shared, base, prompt // self.bt)
-            turns.append(Turn(0.0, RequestSpec(prompt, out, keys, self.bt, None, sid, 0)))
+            turns.append(Turn(0.0, RequestSpec(prompt, out, keys, self.bt, None, sid, 0,
+                                               max_tokens=s.max_tokens)))
         return Session(sid, tuple(turns))
