@@ -52,3 +52,25 @@ def test_clients_past_what_the_pool_holds_wait_a_decode_for_a_slot():
     held = predict_closed_form(_at(scenario, int(fits)), anchors, Knobs())[0]
     assert past["tpot"] == pytest.approx(held["tpot"], rel=1e-6)
     assert past["tput_per_gpu"] == pytest.approx(held["tput_per_gpu"], rel=0.05)
+
+
+def test_guaranteed_no_evict_caps_the_batch_at_whole_reserved_sequences():
+    """TensorRT-LLM holds each running request's prompt and max_tokens from admission: the
+    closed form's batch cap reads the clients' max_tokens, or the engine's longest request
+    where they send none (the replay admits so, EngineCore.admission_reserve)."""
+    from inferasim.sweep.projection import _batch_cap, workload_moments
+
+    chat = load_scenario(None, ["engine.name=trt"])
+    pool = memory_plan(chat).kv_pool_tokens
+    m = workload_moments(chat)
+    assert m.sent_sequence is None
+    assert _batch_cap(chat, pool, m) == pytest.approx(pool / 131_072)
+    loose = attrs.evolve(chat, engine=attrs.evolve(chat.engine,
+                                                   capacity_policy="max-utilization"))
+    assert _batch_cap(loose, pool, m) == pytest.approx(pool / m.decode_context)
+    bench = load_scenario(None, ["engine.name=trt", "workload.format=random",
+                                 "workload.isl=1024", "workload.osl=8192",
+                                 "workload.random_range_ratio=1.0"])
+    mb = workload_moments(bench)
+    assert mb.sent_sequence == pytest.approx(1024 + 8192)
+    assert _batch_cap(bench, pool, mb) == pytest.approx(pool / (1024 + 8192))

@@ -77,6 +77,9 @@ class WorkloadMoments:
     # counts' index of dispersion over ARRIVAL_WINDOW_S, the squared coefficient of
     # variation a renewal process of the same burstiness would have.
     arrival_scv: float | None = None
+    # The mean prompt + max_tokens over the requests, where every client sends max_tokens;
+    # None where they send none (an engine then deduces it from its longest request).
+    sent_sequence: float | None = None
 
     @property
     def hit_ideal(self) -> float:
@@ -263,7 +266,9 @@ def workload_moments(scenario: Scenario, sample: int = SAMPLE_REQUESTS) -> Workl
         arrival_scv=scv,
         reuse=_reuse_ages(requests, times, sh_a, pr_a) if times is not None else None,
         reuse_prompts=_reuse_ages(requests, times, sh_p, pr_p, outputs=False)
-        if times is not None else None)
+        if times is not None else None,
+        sent_sequence=float(np.mean([r.prompt_tokens + r.max_tokens for r in requests]))
+        if all(r.max_tokens is not None for r in requests) else None)
 
 
 def _representatives(prompts: np.ndarray, cached: np.ndarray) -> list[tuple[float, float]]:
@@ -458,9 +463,17 @@ def _bisect(fn: Callable[[float], bool], lo: float, hi: float, iters: int = 60) 
 def _batch_cap(scenario: Scenario, pool_tokens: int, m: WorkloadMoments,
                window: int = 0) -> float:
     """Sequences the engine runs at once: its limit, or what the pool holds at the mean
-    decode context plus the bounded windows each running sequence keeps."""
+    decode context plus the bounded windows each running sequence keeps. Under TensorRT-LLM's
+    GUARANTEED_NO_EVICT a running sequence holds its whole prompt and max_tokens from its
+    admission, as the replay's admission reserves them (``EngineCore.admission_reserve``):
+    the clients' own, else what the engine deduces from its longest request."""
     seqs = scenario.engine.max_num_seqs
-    return float(max(1.0, min(seqs, pool_tokens / max(m.decode_context + window, 1.0))))
+    held = m.decode_context
+    if scenario.engine.capacity_policy == "guaranteed-no-evict":
+        longest = min(scenario.model.max_context, pool_tokens)
+        whole = longest if m.sent_sequence is None else min(m.sent_sequence, longest)
+        held = max(held, whole)
+    return float(max(1.0, min(seqs, pool_tokens / max(held + window, 1.0))))
 
 
 def _solve(load: float, m: WorkloadMoments, prices: _Prices, cap: float,
