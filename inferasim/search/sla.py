@@ -86,7 +86,9 @@ class Sla:
 
     def met(self, record: Mapping[str, float]) -> bool:
         """A replay that served nothing (``replay.FAILED``) meets no SLA, not even none."""
-        return "failed" not in record and self.slack(record) >= 1.0
+        from inferasim.search.replay import FAILED
+
+        return FAILED not in record and self.slack(record) >= 1.0
 
 
 def objective_of(name: str) -> tuple[str, int]:

@@ -71,8 +71,8 @@ def _gates_whole_sequence(spec: EngineSpec) -> bool:
 # Engines that cap a request's length at what their KV pool holds, where vLLM refuses to
 # start instead (engines.md 1.1): SGLang's max_req_len is min(context_len, pool) - 1
 # (scheduler init), TensorRT-LLM's KV cache manager lowers max_seq_len and the attention
-# window to the pool's whole blocks ("maxAttentionWindow and maxSequenceLen are too large
-# for at least one sequence to fit in kvCache"), and both deduce an unsent max_tokens from it.
+# window to what one sequence can fill in the pool's whole blocks (its
+# get_max_atten_window_upper_bound), and both deduce an unsent max_tokens from it.
 _CAPS_REQUEST_AT_POOL = ("sglang", "mori-sglang", "trt")
 
 
