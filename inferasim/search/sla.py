@@ -14,6 +14,7 @@ from collections.abc import Mapping
 import attrs
 
 from inferasim.config.errors import ConfigError
+from inferasim.search.replay import FAILED
 
 # key -> (summary key, "max" for an upper bound or "min" for a lower one, projection key)
 SLA_KEYS = {
@@ -86,8 +87,6 @@ class Sla:
 
     def met(self, record: Mapping[str, float]) -> bool:
         """A replay that served nothing (``replay.FAILED``) meets no SLA, not even none."""
-        from inferasim.search.replay import FAILED
-
         return FAILED not in record and self.slack(record) >= 1.0
 
 
