@@ -293,6 +293,37 @@ def test_synthetic_clients_send_the_max_tokens_the_scenario_gives_and_answers_en
     assert [min(r.output_tokens, 300) for r in free] == [r.output_tokens for r in capped]
 
 
+def test_a_server_started_with_a_max_model_len_serves_and_deduces_from_it(tmp_path):
+    from click.testing import CliRunner
+
+    from inferasim.arch.layout import context_problem
+    from inferasim.cli.main import cli
+    from inferasim.config.errors import ConfigError
+
+    spec = _spec(160, 50, None)
+    sc = load_scenario(None, ["engine.name=sglang", "engine.max_model_len=1000"])
+    assert sc.context_limit == 1000
+    eng = EngineInstance(simpy.Environment(), sc, AnalyticOracle(sc),
+                         KVManager(100_000, 1, BT, "radix-leaf", True), driven=True)
+    assert eng.max_new(LiveRequest(1, spec, 0.0, simpy.Environment().event())) == 1000 - 161
+    # vLLM starts where its pool holds one request of its max_model_len, not the model's
+    sets = ["model.name=llama-3.3-70b", "gpu.name=mi300x", "engine.name=vllm"]
+    assert "refuse to start" in context_problem(load_scenario(None, sets))
+    assert context_problem(load_scenario(None, [*sets, "engine.max_model_len=65536"])) is None
+    with pytest.raises(ConfigError, match="at most llama-3.3-70b's context of 131,072"):
+        load_scenario(None, [*sets, "engine.max_model_len=200000"])
+    # the clients' requests past it are refused and counted, not reshaped
+    res = CliRunner().invoke(cli, ["run", "--json", *[a for s in sets for a in ("--set", s)],
+                                   "--set", "workload.duration_s=60",
+                                   "--set", "engine.max_model_len=8192"])
+    assert res.exit_code == 0, res.output
+    import json
+
+    out = json.loads(res.stdout)
+    assert out["requests_failed"] > 0
+    assert "exceed the server's context of 8192" in out["requests_failed_example"]
+
+
 def test_trt_says_when_its_reservation_runs_fewer_requests_than_the_clients():
     from inferasim.arch.layout import reservation_problem
 

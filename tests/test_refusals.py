@@ -47,7 +47,7 @@ def test_a_request_past_the_context_is_refused_and_the_rest_are_served(tmp_path)
     result = simulate(_trace_scenario(path))
     failed = [r.failed for r in result.requests]
     assert failed[0] == failed[2] == failed[3] == ""
-    assert "exceed the model's context of 131072" in failed[1]
+    assert "exceed the server's context of 131072" in failed[1]
     assert all(math.isfinite(result.requests[i].finish) for i in (0, 2, 3))
     summary = replay_summary(result)[1]
     assert summary["requests_failed"] == 1
@@ -95,7 +95,7 @@ def test_refused_requests_are_counted_with_a_reason_and_the_json_stays_strict(tm
     assert not (tmp_path / "out").exists()
     as_json = CliRunner().invoke(cli, [*args, "--json"])
     assert as_json.exit_code == 2 and "NaN" not in as_json.output
-    assert "exceed the model's context" in as_json.output
+    assert "exceed the server's context" in as_json.output
     # the summary itself still counts them, with null latencies
     from inferasim.config.loader import load_scenario
     from inferasim.report.run_report import replay_summary

@@ -136,13 +136,13 @@ def cuda_graph_bytes(num_layers: int, max_num_seqs: int, verify_width: int) -> f
         * GRAPH_BYTES_PER_GRAPH_LAYER
 
 
-def vllm_workspace_bytes(model) -> float:
+def vllm_workspace_bytes(model, max_model_len: int) -> float:
     """The attention workspace vLLM keeps beside the KV cache: the DSA indexer's prefill
-    buffer at the model's context (``max_model_len`` defaults to it); 0 for other kinds."""
+    buffer at its ``max_model_len``; 0 for other kinds."""
     att = model.attention
     if att.kind != "mla_dsa" or att.indexer is None:
         return 0.0
-    return float(VLLM_DSA_PREFILL_BUFFER_ENTRIES * model.max_context
+    return float(VLLM_DSA_PREFILL_BUFFER_ENTRIES * max_model_len
                  * att.indexer.key_bytes_per_token)
 
 
@@ -200,7 +200,8 @@ def memory_breakdown(scenario, weight_bytes: float) -> MemoryBreakdown:
                                weight_bytes=weight_bytes, activation_peak_bytes=peak,
                                non_torch_bytes=comm_bytes(ranks), cuda_graph_bytes=graphs,
                                reserve_bytes=reserve, unaccounted_bytes=unaccounted,
-                               workspace_bytes=vllm_workspace_bytes(scenario.model))
+                               workspace_bytes=vllm_workspace_bytes(scenario.model,
+                                                                      scenario.context_limit))
     if rule == "atom-profile":
         if eng.cuda_graph_memory == "ignore":
             graphs = 0.0

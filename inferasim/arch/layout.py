@@ -97,7 +97,7 @@ def fit_problem(scenario: Scenario, plan=None) -> str | None:
 
 def context_problem(scenario: Scenario, plan=None) -> str | None:
     """Why vLLM would refuse to start this deployment, or None: it will not serve a
-    max_model_len (the model's context, where the scenario sets none) that one request
+    max_model_len (``engine.max_model_len``, else the model's context) that one request
     cannot fill in its KV pool (its start-up check, engines.md 1.1)."""
     from inferasim.arch.memory import memory_plan
 
@@ -105,12 +105,14 @@ def context_problem(scenario: Scenario, plan=None) -> str | None:
     if scenario.engine.memory_rule != "vllm-profile" or scenario.engine.kv_pool_tokens:
         return None
     plan = plan or memory_plan(scenario)
-    context = scenario.model.max_context
+    context = scenario.context_limit
     if 0 < plan.kv_pool_tokens < context:
+        whose = (f"its max_model_len of {context:,d} tokens" if scenario.engine.max_model_len
+                 else f"{scenario.model.name}'s {context:,d}-token context")
         return (f"vLLM would refuse to start: its KV pool holds {plan.kv_pool_tokens:,d} "
-                f"tokens, less than one request of {scenario.model.name}'s {context:,d}-token "
-                "context; the real server needs --max-model-len at most the pool, or more "
-                "memory (a larger parallel.tp or engine.mem_fraction)")
+                f"tokens, less than one request of {whose}; the real server needs "
+                "--max-model-len at most the pool (engine.max_model_len), or more memory (a "
+                "larger parallel.tp or engine.mem_fraction)")
     return None
 
 
@@ -128,7 +130,7 @@ def reservation_problem(scenario: Scenario, plan=None) -> str | None:
         return None
     plan = plan or memory_plan(scenario)
     pool = plan.kv_pool_tokens // max(1, scenario.parallel.dp_attention)
-    longest = min(scenario.model.max_context, pool)
+    longest = min(scenario.context_limit, pool)
     if longest <= 0:
         return None
     slots = pool // longest

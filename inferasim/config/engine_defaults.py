@@ -120,7 +120,7 @@ def derived_defaults(scenario, set_keys) -> dict[str, float | int]:
             gpu_bytes=scenario.gpu.hbm_bytes, vendor=scenario.gpu.vendor,
             tp=scenario.parallel.tp, dp_attention=scenario.parallel.dp_attention,
             chunked_prefill_size=chunk, mla=scenario.model.attention.kind.startswith("mla"),
-            speculative=scenario.speculative.method, context_len=scenario.model.max_context)
+            speculative=scenario.speculative.method, context_len=scenario.context_limit)
     if "max_num_seqs" not in set_keys and not speculative:
         # sized by the KV pool the derived figures give (the memory model needs the engine)
         from inferasim.arch.memory import memory_plan
@@ -128,5 +128,5 @@ def derived_defaults(scenario, set_keys) -> dict[str, float | int]:
         sized = attrs.evolve(scenario, engine=attrs.evolve(eng, **out))
         pool = memory_plan(sized).kv_pool_tokens
         if pool > 0:
-            out["max_num_seqs"] = sglang_max_running_requests(pool, scenario.model.max_context)
+            out["max_num_seqs"] = sglang_max_running_requests(pool, scenario.context_limit)
     return out

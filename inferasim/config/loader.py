@@ -117,12 +117,21 @@ def resolve(data: dict[str, Any], origins: dict[str, str], path: str, *,
                               "attention-DP ranks (expected 1, or parallel.dp_attention 1)",
                               file=_origin(origins, "engine.scheduler_recv_interval", path),
                               key="engine.scheduler_recv_interval")
+    if (engine.max_model_len or 0) > model.max_context:
+        # vLLM refuses a max_model_len past the model's own (without an override the
+        # simulator does not model), SGLang likewise
+        raise ConfigError(f"expected at most {model.name}'s context of {model.max_context:,d} "
+                          f"tokens, got {engine.max_model_len:,d}",
+                          file=_origin(origins, "engine.max_model_len", path),
+                          key="engine.max_model_len")
     wl = scenario.workload
     warn_unread(wl.format, origins)
-    if wl.format == "random" and wl.isl + wl.osl > model.max_context:
-        raise ConfigError(f"isl + osl = {wl.isl + wl.osl} tokens exceed the context of "
-                          f"{model.name} ({model.max_context} tokens); the server would refuse "
-                          "every request", file=_origin(origins, "workload.isl", path),
+    limit = scenario.context_limit
+    if wl.format == "random" and wl.isl + wl.osl > limit:
+        whose = (f"the server's max_model_len ({limit} tokens)" if engine.max_model_len
+                 else f"the context of {model.name} ({limit} tokens)")
+        raise ConfigError(f"isl + osl = {wl.isl + wl.osl} tokens exceed {whose}; the server "
+                          "would refuse every request", file=_origin(origins, "workload.isl", path),
                           key="workload.isl")
     # Imported here: the layout checks live with the memory math they depend on.
     from inferasim.arch.layout import check_layout

@@ -177,6 +177,9 @@ class EngineSpec:
     batch_wait_max_tokens_ratio: float = attrs.field(default=0.0, metadata=between(0.0, 1.0))
     # The pool the engine really allocated (tokens); overrides the memory model.
     kv_pool_tokens: int | None = attrs.field(default=None, metadata=at_least(1))
+    # The longest request the server is started to serve (vLLM's --max-model-len, SGLang's
+    # --context-length, TensorRT-LLM's --max_seq_len); None: the model's context.
+    max_model_len: int | None = attrs.field(default=None, metadata=at_least(2))
     # mori-sglang shards the MLA latent across attention-TP ranks; vLLM and SGLang replicate it.
     mla_latent_sharded: bool = False
     # The GPU vendors whose parts the engine runs on (TensorRT-LLM is CUDA-only; ATOM and
@@ -550,6 +553,12 @@ class Scenario:
     @property
     def weight_dtype(self) -> str:
         return self.model.weight_dtype
+
+    @property
+    def context_limit(self) -> int:
+        """The longest request (prompt + output) the server serves: its max_model_len, else
+        the model's context."""
+        return self.engine.max_model_len or self.model.max_context
 
     @property
     def kv_dtype(self) -> str:

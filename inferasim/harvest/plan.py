@@ -372,7 +372,7 @@ def _target_context(scenario: Any, target_isl: int | None) -> tuple[int, int, in
     if wl.format == "random":
         isl, osl = wl.isl, wl.osl
     else:
-        isl = min(scenario.model.max_context // 2, wl.synthetic.max_prompt_tokens)
+        isl = min(scenario.context_limit // 2, wl.synthetic.max_prompt_tokens)
         osl = 1024
         notes.append(f"workload {wl.format!r} has no single prompt length: prefill probe up to "
                      f"{isl} tokens, decode sweep at ISL 1024 / OSL {osl} (--target-isl to change)")
@@ -428,10 +428,10 @@ def build_plan(scenario: Any, *, scenario_ref: str, overrides: list[str] | tuple
                      "the sweep stops at the batch the engine can run")
     ladder = concurrency_ladder(batch)
     need = max(isls[-1] + PREFILL_OSL, decode_isl + decode_osl)
-    max_model_len = min(_round_up(need + 64, 1024), scenario.model.max_context)
-    if need > scenario.model.max_context:
+    max_model_len = min(_round_up(need + 64, 1024), scenario.context_limit)
+    if need > scenario.context_limit:
         raise ConfigError(f"the probes need a context of {need} tokens; {scenario.model.name} "
-                          f"serves {scenario.model.max_context}", key="workload.isl")
+                          f"is served up to {scenario.context_limit}", key="workload.isl")
     argv, env, assumptions = server_command(
         scenario, model_path=model_path, host=host, port=port,
         trust_remote_code=trust_remote_code, dummy_weights=dummy_weights,

@@ -101,7 +101,7 @@ class EngineCore:
         self.stats = EngineStats()
         self._seq = 0
         # the longest request the engine serves, from which it deduces an unsent max_tokens
-        self._max_context = scenario.model.max_context
+        self._max_context = scenario.context_limit
         if policy.caps_request_at_pool and kv.pool.capacity > 0:
             self._max_context = min(self._max_context, kv.pool.capacity)
         # A router's index told of every change of this instance's queues (``watch``)

@@ -50,8 +50,8 @@ class Topology:
             return
         if tokens > self.max_context:
             # The server answers at once with an error, as vLLM and SGLang do for a prompt
-            # plus requested output past the model's context length.
-            req.failed = (f"prompt + output = {tokens} tokens exceed the model's context of "
+            # plus requested output past its context length (max_model_len).
+            req.failed = (f"prompt + output = {tokens} tokens exceed the server's context of "
                           f"{self.max_context}")
             req.done.succeed()
             return
@@ -325,7 +325,7 @@ def build_topology(env: simpy.Environment, scenario: Scenario, knobs: Knobs, blo
         if len(engines) == 1 and engines[0].process is not None:
             engines[0].solo = True
         return Topology(router, engines, memory_plan(scenario).kv_pool_tokens,
-                        scenario.model.max_context)
+                        scenario.context_limit)
     from inferasim.config.loader import resolved_pools
 
     pre_sc, dec_sc = resolved_pools(scenario)
@@ -354,5 +354,5 @@ def build_topology(env: simpy.Environment, scenario: Scenario, knobs: Knobs, blo
                                   pre_sc.engine.page_size,
                                   dec_sc.engine.disagg_decode_preallocates)
     return Topology(front, pre_eng + dec_eng, memory_plan(dec_sc).kv_pool_tokens,
-                    scenario.model.max_context,
+                    scenario.context_limit,
                     prefill_kv_pool_tokens=memory_plan(pre_sc).kv_pool_tokens)

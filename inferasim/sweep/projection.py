@@ -470,7 +470,7 @@ def _batch_cap(scenario: Scenario, pool_tokens: int, m: WorkloadMoments,
     seqs = scenario.engine.max_num_seqs
     held = m.decode_context
     if scenario.engine.capacity_policy == "guaranteed-no-evict":
-        longest = min(scenario.model.max_context, pool_tokens)
+        longest = min(scenario.context_limit, pool_tokens)
         whole = longest if m.sent_sequence is None else min(m.sent_sequence, longest)
         held = max(held, whole)
     return float(max(1.0, min(seqs, pool_tokens / max(held + window, 1.0))))
