@@ -283,3 +283,59 @@ def test_a_hand_edited_plan_is_refused_at_the_key_it_breaks(tmp_path, edit, key)
     with pytest.raises(ConfigError) as err:
         read_plan(tmp_path)
     assert err.value.key == key and err.value.file == str(path)
+
+
+# ---- TensorRT-LLM -------------------------------------------------------------------------------
+
+TRT = ["engine.name=trt", "gpu.name=b200", "parallel.tp=8", "parallel.ep=8",
+       "parallel.dp_attention=8", "speculative.method=mtp", "speculative.draft_tokens=3",
+       "engine.kv_dtype=fp8"]
+
+
+def test_trt_is_launched_by_trtllm_serve_with_its_options_file():
+    import yaml
+
+    from inferasim.harvest.plan import render
+    from inferasim.harvest.trt_launch import OPTIONS_FILE
+
+    plan = build_plan(load_scenario(SCENARIO, TRT, check_fit=False), scenario_ref="s.yaml")
+    argv = plan["server"]["argv"]
+    assert argv[:2] == ["trtllm-serve", "deepseek-ai/DeepSeek-R1-0528"]
+    args = nz.parse_server_command(argv)
+    assert (args["model"], args["tp_size"], args["ep_size"]) == (
+        "deepseek-ai/DeepSeek-R1-0528", "8", "8")
+    assert args["extra_llm_api_options"] == OPTIONS_FILE and args["trust_remote_code"] is True
+    options = yaml.safe_load(plan["server"]["files"][OPTIONS_FILE])
+    assert options["enable_attention_dp"] is True
+    assert options["kv_cache_config"] == {"enable_block_reuse": True, "tokens_per_block": 32,
+                                          "dtype": "fp8"}
+    assert options["scheduler_config"] == {"capacity_scheduler_policy": "GUARANTEED_NO_EVICT"}
+    assert options["speculative_config"] == {"decoding_type": "MTP",
+                                             "num_nextn_predict_layers": 3}
+    assert plan["client"]["tool"] == "trt-bench"
+    assert plan["probes"][0]["argv"][:3] == ["python", "-m",
+                                             "tensorrt_llm.serve.scripts.benchmark_serving"]
+    assert "tensorrt_llm" in " ".join(plan["capture"]["version"])
+    text = render(plan)
+    assert f"cat > {OPTIONS_FILE} <<'EOF'" in text
+    assert text.index(OPTIONS_FILE) < text.index("trtllm-serve")  # written before the launch
+
+
+def test_trt_layouts_and_methods_it_cannot_launch_are_refused():
+    for sets, key in ((["parallel.dp_attention=2"], "parallel.dp_attention"),
+                      (["speculative.method=eagle3"], "speculative.method")):
+        with pytest.raises(ConfigError) as err:
+            build_plan(load_scenario(SCENARIO, TRT + sets, check_fit=False),
+                       scenario_ref="s.yaml", draft_model=DRAFT)
+        assert err.value.key == key
+
+
+def test_a_hand_edited_plan_may_not_write_outside_its_folder(tmp_path):
+    from inferasim.harvest.plan import write_plan
+
+    plan = build_plan(load_scenario(SCENARIO, TRT, check_fit=False), scenario_ref="s.yaml")
+    plan["server"]["files"] = {"../escape.yaml": "x"}
+    write_plan(plan, tmp_path)
+    with pytest.raises(ConfigError) as err:
+        read_plan(tmp_path)
+    assert err.value.key == "server.files"

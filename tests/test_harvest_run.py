@@ -226,3 +226,27 @@ def test_a_server_that_cannot_start_is_a_failed_run(tmp_path):
     record = json.loads((tmp_path / "run.json").read_text())
     assert record["status"] == "server-not-started"
     assert {p["status"] for p in record["probes"]} == {"not-run"}
+
+
+def test_a_trt_plan_writes_its_options_file_and_parses_to_the_regime_it_launched(tmp_path):
+    """TensorRT-LLM takes attention DP, the block size, the KV dtype and MTP from its options
+    file, not its command line: run writes the file beside the plan, and parse reads it back."""
+    from inferasim.harvest.trt_launch import OPTIONS_FILE
+
+    sets = ["engine.name=trt", "gpu.name=b200", "parallel.tp=8", "parallel.ep=8",
+            "parallel.dp_attention=8", "speculative.method=mtp", "speculative.draft_tokens=3",
+            "engine.kv_dtype=fp8", *LOAD]
+    plan = standin_plan(tmp_path, sets, server_args=["--tokens-per-chunk", "2"])
+    plan["capture"]["gpu"] = [[sys.executable, "-c", "print('NVIDIA B200, 183359 MiB, 570.1')"]]
+    write_plan(plan, tmp_path)
+    record = run_plan(tmp_path, health_timeout_s=20, stop_grace_s=5, poll_s=0.1,
+                      echo=lambda s: None)
+    assert record["status"] == "ok", json.dumps(record, indent=1)
+    assert (tmp_path / OPTIONS_FILE).read_text() == plan["server"]["files"][OPTIONS_FILE]
+    parsed = parse_path(tmp_path)
+    assert parsed.records and not parsed.skipped
+    for r in parsed.records:
+        reg = r.regime
+        assert (reg.engine, reg.tp, reg.ep, reg.dp_attention) == ("trt", 8, 8, 8)
+        assert (reg.spec_method, reg.draft_tokens, reg.page_size, reg.kv_dtype) == (
+            "mtp", 3, 32, "fp8")

@@ -500,7 +500,8 @@ def parse_server_command(command: str | Sequence[str]) -> dict[str, Any]:
             positional.append(tok)
         i += 1
     if "model" not in args and "model_path" not in args:
-        served = [p for p in positional if "/" in p or p not in ("serve", "vllm", "python", "python3")]
+        served = [p for p in positional
+                  if "/" in p or p not in ("serve", "vllm", "python", "python3", "trtllm-serve")]
         if "serve" in positional:
             after = positional[positional.index("serve") + 1:]
             served = after or served

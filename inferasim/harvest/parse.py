@@ -39,14 +39,15 @@ from inferasim.anchors.importers.vllm_bench import record_from_result, with_per_
 from inferasim.anchors.record import AnchorRecord, Provenance, Regime
 from inferasim.anchors.regime import settle
 from inferasim.config.errors import ConfigError
-from inferasim.harvest import gpu_detect
+from inferasim.harvest import gpu_detect, trt_launch
 from inferasim.harvest.logs import parse_engine_log
 from inferasim.harvest.plan import PLAN_FILE, read_plan
 
 ANCHOR_OUT = "anchors.json"
 #: Axes the plan may supply when the launch args cannot state them (never the GPU part or the
 #: kernel family: those must be observed).
-PLAN_FILLS = ("model", "weight_dtype", "dp_attention", "ep", "tp", "spec_method", "draft_tokens")
+PLAN_FILLS = ("model", "weight_dtype", "dp_attention", "ep", "tp", "spec_method", "draft_tokens",
+              "page_size", "max_num_seqs", "kv_dtype")
 
 
 @attrs.frozen
@@ -155,7 +156,11 @@ def _context_reason(path: Path) -> str:
 
 
 def _plan_args(plan: Mapping[str, Any]) -> dict[str, Any]:
-    return nz.parse_server_command(plan["server"]["argv"])
+    argv = plan["server"]["argv"]
+    args = nz.parse_server_command(argv)
+    if trt_launch.is_launch(argv):
+        args = trt_launch.server_args(args, plan["server"].get("files", {}))
+    return args
 
 
 def harvest_regime(record: AnchorRecord, *, plan: Mapping[str, Any], args: Mapping[str, Any],

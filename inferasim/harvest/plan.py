@@ -23,17 +23,18 @@ from typing import Any
 
 from inferasim.anchors import normalise as nz
 from inferasim.config.errors import ConfigError
+from inferasim.harvest import trt_launch
 
 PLAN_SCHEMA = 1
 PLAN_FILE = "plan.json"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
 
-CLIENTS = ("vllm-bench", "sglang-bench", "aiperf", "atom-bench")
+CLIENTS = ("vllm-bench", "sglang-bench", "aiperf", "atom-bench", "trt-bench")
 #: The client each engine's image carries. ATOM's image has neither vLLM nor SGLang: its load
 #: generator is the legacy vLLM ``benchmark_serving.py`` that ATOM vendors.
 DEFAULT_CLIENT = {"vllm": "vllm-bench", "sglang": "sglang-bench", "mori-sglang": "sglang-bench",
-                  "atom": "atom-bench"}
+                  "atom": "atom-bench", "trt": "trt-bench"}
 
 #: Output tokens of a prefill probe request: enough for a TPOT, short enough to keep it prefill.
 PREFILL_OSL = 16
@@ -148,8 +149,10 @@ def shell(argv: list[str], env: dict[str, str] | None = None) -> str:
 
 def server_command(scenario: Any, *, model_path: str, host: str, port: int, trust_remote_code: bool,
                    dummy_weights: bool, accept_length: float | None, draft_model: str | None,
-                   max_model_len: int) -> tuple[list[str], dict[str, str], list[str]]:
-    """(argv, environment, assumptions) of the engine's launch command for the scenario."""
+                   max_model_len: int
+                   ) -> tuple[list[str], dict[str, str], list[str], dict[str, str]]:
+    """(argv, environment, assumptions, files by name) of the engine's launch command for the
+    scenario: files the server reads (TensorRT-LLM's options), written beside the plan."""
     engine = scenario.engine.name
     par, spec = scenario.parallel, scenario.speculative
     tp, ep, dpa = par.tp, par.ep, par.dp_attention
@@ -160,6 +163,7 @@ def server_command(scenario: Any, *, model_path: str, host: str, port: int, trus
     kv = scenario.engine.kv_dtype  # "auto" keeps the engine's own default (no flag)
     env: dict[str, str] = {}
     notes: list[str] = []
+    files: dict[str, str] = {}
     method = spec.method if spec.method != "none" else None
     k = spec.draft_tokens
     if method and k < 1:
@@ -285,11 +289,16 @@ def server_command(scenario: Any, *, model_path: str, host: str, port: int, trus
                 argv += ["--spec-decode-acceptance-length", f"{accept_length:g}"]
         if dummy_weights:
             argv.append("--load_dummy")
+    elif engine == "trt":
+        argv, files, more = trt_launch.launch(
+            scenario, model_path=model_path, host=host, port=port, max_model_len=max_model_len,
+            dummy_weights=dummy_weights, accept_length=accept_length, draft_model=draft_model)
+        notes += more
     else:
         raise ConfigError(f"no launcher known for engine {engine!r}", key="engine.name")
     if trust_remote_code:
-        argv.append("--trust-remote-code")
-    return argv, env, notes
+        argv.append("--trust_remote_code" if engine == "trt" else "--trust-remote-code")
+    return argv, env, notes, files
 
 
 # ---------------------------------------------------------------- client commands
@@ -303,14 +312,19 @@ def client_command(tool: str, *, model_path: str, host: str, port: int, isl: int
     result_dir, _, result_name = result.rpartition("/")
     common = ["--dataset-name", "random", "--random-input-len", str(isl),
               "--random-output-len", str(osl)]
-    if tool in ("vllm-bench", "atom-bench"):
-        head = (["vllm", "bench", "serve"] if tool == "vllm-bench"
-                else ["python", "-m", "atom.benchmarks.benchmark_serving"])
-        # The range ratio means different things: current `vllm bench serve` draws lengths in
-        # [L(1-r), L(1+r)] (0 = fixed), while the legacy client ATOM vendors draws them in
-        # [rL, L] (1 = fixed; 0 would draw prompts of any length down to zero).
-        ratio = "0" if tool == "vllm-bench" else "1.0"
-        argv = head + ["--backend", "vllm", "--base-url", base, "--endpoint", "/v1/completions",
+    if tool in ("vllm-bench", "atom-bench", "trt-bench"):
+        head = {"vllm-bench": ["vllm", "bench", "serve"],
+                "atom-bench": ["python", "-m", "atom.benchmarks.benchmark_serving"],
+                # TensorRT-LLM's image carries its port of vLLM's client, same flags and JSON
+                "trt-bench": ["python", "-m", "tensorrt_llm.serve.scripts.benchmark_serving"]
+                }[tool]
+        # The range ratio means different things: current `vllm bench serve` (and
+        # TensorRT-LLM's port) draws lengths in [L(1-r), L(1+r)] (0 = fixed), while the
+        # legacy client ATOM vendors draws them in [rL, L] (1 = fixed; 0 would draw prompts
+        # of any length down to zero).
+        ratio = "1.0" if tool == "atom-bench" else "0"
+        backend = "openai" if tool == "trt-bench" else "vllm"
+        argv = head + ["--backend", backend, "--base-url", base, "--endpoint", "/v1/completions",
                        "--model", model_path] + common + [
             "--random-range-ratio", ratio, "--num-prompts", str(num_prompts),
             "--max-concurrency", str(concurrency), "--request-rate", "inf", "--ignore-eos",
@@ -348,6 +362,8 @@ def version_command(engine: str) -> list[str]:
         return ["vllm", "--version"]
     if engine in ("sglang", "mori-sglang"):
         return ["python", "-c", "import sglang; print(sglang.__version__)"]
+    if engine == "trt":
+        return ["python", "-c", "import tensorrt_llm; print(tensorrt_llm.__version__)"]
     return ["python", "-c", "import importlib.metadata as m, atom; "
             "print(getattr(atom, '__version__', None) or m.version('atom'))"]
 
@@ -432,7 +448,7 @@ def build_plan(scenario: Any, *, scenario_ref: str, overrides: list[str] | tuple
     if need > scenario.context_limit:
         raise ConfigError(f"the probes need a context of {need} tokens; {scenario.model.name} "
                           f"is served up to {scenario.context_limit}", key="workload.isl")
-    argv, env, assumptions = server_command(
+    argv, env, assumptions, files = server_command(
         scenario, model_path=model_path, host=host, port=port,
         trust_remote_code=trust_remote_code, dummy_weights=dummy_weights,
         accept_length=acceptance_length, draft_model=draft_model, max_model_len=max_model_len)
@@ -493,7 +509,9 @@ def build_plan(scenario: Any, *, scenario_ref: str, overrides: list[str] | tuple
         "speculative": {"method": spec.method, "draft_tokens": spec.draft_tokens,
                         "draft_model": draft_model, "dummy_weights": dummy_weights,
                         "acceptance_pinned": acceptance_length},
+        # files the server reads ("files", written beside the plan): TensorRT-LLM's options
         "server": {"engine": engine, "argv": argv, "env": env, "command": shell(argv, env),
+                   **({"files": files} if files else {}),
                    "health_url": f"http://{host}:{port}/health",
                    "health_timeout_s": health_timeout_s},
         "client": {"tool": tool, "trust_remote_code": trust_remote_code},
@@ -555,6 +573,12 @@ def _check_plan_shape(plan: dict[str, Any], path: str) -> None:
     if "launch" in server and server["launch"] is not None and not _is_argv(server["launch"]):
         raise ConfigError("expected a list of strings (the launch command)", file=path,
                           key="server.launch")
+    files = server.get("files", {})
+    if not isinstance(files, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) and k and "/" not in k and "\\" not in k
+            and k not in (".", "..") for k, v in files.items()):
+        raise ConfigError("expected a mapping of plain file names (no folder) to their text",
+                          file=path, key="server.files")
     timeout = server.get("health_timeout_s", 1800)
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
             or not math.isfinite(timeout) or timeout <= 0:
@@ -609,6 +633,8 @@ def render(plan: dict[str, Any]) -> str:
     lines += [shell(c) for c in plan["capture"]["gpu"]]
     lines.append(shell(plan["capture"]["version"]))
     lines.append("")
+    for name, text in plan["server"].get("files", {}).items():
+        lines.append(f"cat > {shlex.quote(name)} <<'EOF'\n{text.rstrip()}\nEOF")
     lines.append("# server (its own process group; wait for health before the probes)")
     lines.append(plan["server"]["command"] + " > server.log 2>&1 &")
     lines.append(f"until curl -sf {plan['server']['health_url']}; do sleep 5; done")

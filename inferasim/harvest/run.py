@@ -227,6 +227,9 @@ def run_plan(folder: str | Path, *, health_timeout_s: float | None = None,
     echo(f"gpu: {gpu['part'] or 'unknown'} ({gpu['how']})")
     record["engine_version"] = _capture_version(plan.get("capture", {}).get("version", []), folder)
     argv = server.get("launch") or server["argv"]
+    for name, text in server.get("files", {}).items():
+        # what the server reads at start (TensorRT-LLM's options), beside the plan
+        write_text_atomic(folder / name, text)
     env = {**os.environ, **server.get("env", {})}
     client_env = {**os.environ, **plan.get("client", {}).get("env", {})}
     timeout = health_timeout_s if health_timeout_s is not None else server.get("health_timeout_s", 1800)
