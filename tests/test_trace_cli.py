@@ -87,6 +87,29 @@ def test_stats_refuses_an_unknown_file(tmp_path):
     assert result.output.startswith("inferasim: error:") and str(path) in result.output
 
 
+def test_a_folder_that_is_no_agentx_corpus_names_the_file_to_give(tmp_path):
+    from inferasim.cli.main import cli
+
+    (tmp_path / "csvs").mkdir()
+    (tmp_path / "csvs" / "AzureLLMInferenceTrace_conv.csv").write_text(
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,374,44\n")
+    (tmp_path / "csvs" / "README.md").write_text("x")
+    res = CliRunner().invoke(cli, ["trace", "stats", str(tmp_path / "csvs")])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert "give a trace file itself (AzureLLMInferenceTrace_conv.csv)" in res.output
+    (tmp_path / "mc").mkdir()
+    (tmp_path / "mc" / "conversation_trace.jsonl").write_text(
+        json.dumps({"timestamp": 0, "input_length": 20, "output_length": 2, "hash_ids": [1]})
+        + "\n")
+    res = CliRunner().invoke(cli, ["trace", "stats", str(tmp_path / "mc")])
+    assert res.exit_code == 2
+    assert "conversation_trace.jsonl is a mooncake trace: give the file itself" in res.output
+    # a folder where a scenario expects a trace file
+    res = CliRunner().invoke(cli, ["run", "--set", "workload.format=mooncake", "--set",
+                                   f"workload.trace={tmp_path / 'mc'}"])
+    assert res.exit_code == 2 and "expected a file, got a folder" in res.output
+
+
 def test_run_agentic_quickstart_json(tmp_path):
     from inferasim.cli.main import cli
 

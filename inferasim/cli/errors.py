@@ -43,8 +43,9 @@ class ConfigErrorGroup(click.Group):
         except OSError as exc:
             if exc.filename is None:
                 raise
-            click.echo(f"inferasim: error: {exc.filename}: cannot read: "
-                       f"{exc.strerror or exc}", err=True)
+            why = "expected a file, got a folder" if isinstance(exc, IsADirectoryError) \
+                else f"cannot read: {exc.strerror or exc}"
+            click.echo(f"inferasim: error: {exc.filename}: {why}", err=True)
             sys.exit(2)
 
 

@@ -23,13 +23,17 @@ def trace() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the statistics as one JSON object.")
 def stats(file, fmt, as_json):
     """Requests, sessions, length and think-time percentiles, ideal prefix reuse of FILE."""
-    from inferasim.workload.trace_stats import format_stats, trace_stats
+    from inferasim.workload.trace_stats import detect_format, format_stats, trace_stats
 
+    try:
+        fmt = fmt or detect_format(Path(file))
+    except ValueError as exc:
+        raise ConfigError(str(exc), file=file) from None
     try:
         result = trace_stats(Path(file), fmt)
     except (ValueError, KeyError, json.JSONDecodeError) as exc:
         # the project's one-line error (exit 2), naming the file
-        raise ConfigError(f"cannot read it as {fmt or 'the format detected'}: {exc}",
+        raise ConfigError(f"cannot read it as {fmt}: {exc}",
                           file=file) from None
     if as_json:
         click.echo(json.dumps(result))

@@ -122,8 +122,27 @@ def stamped_stats(trace) -> dict[str, Any]:
     }
 
 
+#: What a trace file of any format is named (a folder's files offered in its place).
+TRACE_SUFFIXES = (".jsonl.gz", ".json.gz", ".jsonl", ".csv", ".csv.gz")
+
+
 def detect_format(path: Path) -> str:
     if path.is_dir():
+        # a folder is an AgentX corpus (one trace a file); other formats are one file
+        files = sorted(path.glob("*.json")) + sorted(path.glob("*.jsonl"))
+        if not files:
+            traces = sorted(p.name for p in path.iterdir() if p.is_file()
+                            and p.name.endswith(TRACE_SUFFIXES))[:3]
+            raise ValueError(f"a folder is read as an AgentX corpus of .json or .jsonl traces "
+                             f"and {path} holds none" + (f"; give a trace file itself ("
+                                                        f"{', '.join(traces)})" if traces else ""))
+        try:
+            first = detect_format(files[0])
+        except ValueError:
+            first = "agentx"  # the reader says what is wrong with it
+        if first != "agentx":
+            raise ValueError(f"a folder is read as an AgentX corpus, and {files[0].name} is a "
+                             f"{first} trace: give the file itself")
         return "agentx"
     with open_text(path) as fh:
         for lineno, line in enumerate(fh, 1):
