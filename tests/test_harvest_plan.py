@@ -339,3 +339,14 @@ def test_a_hand_edited_plan_may_not_write_outside_its_folder(tmp_path):
     with pytest.raises(ConfigError) as err:
         read_plan(tmp_path)
     assert err.value.key == "server.files"
+
+
+def test_the_cli_offers_every_client_the_plan_knows_and_defaults_the_scenario(tmp_path):
+    from inferasim.harvest.plan import CLIENTS
+
+    option = next(p for p in harvest.commands["plan"].params if p.name == "client")
+    assert tuple(option.type.choices) == CLIENTS
+    res = CliRunner().invoke(harvest, ["plan", "--out", str(tmp_path / "p"), "--set",
+                                       "engine.name=trt"])
+    assert res.exit_code == 0, res.output
+    assert read_plan(tmp_path / "p")["scenario"]["name"] == "quickstart"

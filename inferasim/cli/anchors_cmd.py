@@ -181,7 +181,7 @@ def show_cmd(anchor_id: str, folder: Path | None, old_dir: Path | None) -> None:
 
 
 @anchors.command("check")
-@click.argument("scenario", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("scenario", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Override a scenario key (repeatable).")
 @anchors_option("Anchor folder or file, as run's --anchors (default: the scenario's "

@@ -20,14 +20,15 @@ def harvest() -> None:
 
 
 @harvest.command("plan")
-@click.argument("scenario", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("scenario", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False),
               callback=named_path, help="Folder for plan.json (harvest run executes there).")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Override a scenario key (repeatable).")
 @click.option("--repeats", default=1, show_default=True, type=int,
               help="Run every probe this many times (each run draws a fresh seed).")
-@click.option("--client", type=click.Choice(["vllm-bench", "sglang-bench", "aiperf", "atom-bench"]),
+@click.option("--client", type=click.Choice(["vllm-bench", "sglang-bench", "aiperf", "atom-bench",
+                                           "trt-bench"]),
               help="Load generator (default: the one the engine's image carries).")
 @click.option("--dummy-weights", is_flag=True,
               help="Load dummy weights; a speculative plan then needs the acceptance pinned.")
@@ -49,11 +50,13 @@ def plan_cmd(scenario: Path, out: Path, overrides: tuple[str, ...], repeats: int
              trust_remote_code: bool, seed_base: int | None, target_isl: int | None,
              as_json: bool) -> None:
     """Write the server and client commands that measure SCENARIO's regime to OUT/plan.json."""
+    from inferasim.config.catalog import DEFAULT_SCENARIO
     from inferasim.config.loader import load_scenario
     from inferasim.harvest.plan import build_plan, render, write_plan
 
     resolved = load_scenario(scenario, list(overrides), check_fit=False)
-    plan = build_plan(resolved, scenario_ref=str(scenario), overrides=overrides, repeats=repeats,
+    plan = build_plan(resolved, scenario_ref=str(scenario or DEFAULT_SCENARIO), overrides=overrides,
+                      repeats=repeats,
                       client=client, dummy_weights=dummy_weights,
                       acceptance_length=acceptance_length, draft_model=draft_model,
                       model_path=model_path, host=host, port=port,
