@@ -170,3 +170,14 @@ def test_two_workloads_are_named_where_they_differ(tmp_path):
     b = load_scenario(str(copy))
     assert a.workload.trace != b.workload.trace
     assert workload_differences(a, b) == []  # one file, named two ways
+
+
+def test_no_percentage_of_a_base_the_table_shows_as_zero():
+    from inferasim.report.compare import compare_rows
+
+    rows = {r["metric"]: r for r in compare_rows({"ttft_queue_mean_s": 0.0002, "ttft_mean_s": 2.0},
+                                                 {"ttft_queue_mean_s": 0.181, "ttft_mean_s": 1.0})}
+    queue = rows["ttft_queue_mean_s"]
+    assert math.isnan(queue["delta_pct"]) and queue["better"] == "A"
+    assert rows["ttft_mean_s"]["delta_pct"] == pytest.approx(-50.0)
+    assert rows["ttft_mean_s"]["better"] == "B"

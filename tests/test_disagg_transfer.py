@@ -200,3 +200,21 @@ def test_a_prefill_pool_full_of_held_kv_waits_rather_than_refuses():
     env.run()
     assert not a.failed and not b.failed
     assert b.prefill_admitted >= a.transfer_done
+
+
+def test_a_wait_for_a_decode_slot_is_decode_admission_not_kv_transfer():
+    """Three decode workers of one slot each and four clients (an InferenceMAX Dynamo TRT-LLM
+    row): the fourth request waits for a slot before its KV can cross. That wait is the
+    decode side's admission; the transfer is the link's time alone."""
+    from inferasim.config.catalog import REPO_ROOT
+    from inferasim.report.run_report import replay_summary
+    from inferasim.serve.simulation import simulate
+
+    path = REPO_ROOT / "scenarios" / "inferencemax" / "dsr1-b200-dynamo-trt-fp8-disagg.yaml"
+    sc = load_scenario(path, ["workload.duration_s=120", "sim.anchors=none"])
+    frame, summary = replay_summary(simulate(sc))
+    done = frame[frame.status == "ok"]
+    assert summary["ttft_decode_wait_mean_s"] > 0.3          # a client in four waits a decode
+    assert summary["kv_transfer_mean_s"] < 0.01              # ~40 MB over NVLink
+    parts = done.queue_s + done.prefill_s + done.transfer_s + done.decode_wait_s
+    assert np.allclose(parts, done.first_token_s - done.arrival_s)

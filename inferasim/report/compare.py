@@ -152,10 +152,15 @@ def compare_rows(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
                          "unknown": unknown})
             continue
         delta = vb - va
+        # a share of A only where A is more than the table's last digit (0.000 shown): a
+        # queue of 0.2 ms is not a base for a percentage
+        shown = key in FINE or not isinstance(va, float) or abs(va) >= 5e-4
         rel = delta / va if isinstance(va, (int, float)) and va not in (0, 0.0) \
-            and not math.isnan(va) else float("nan")
+            and not math.isnan(va) and shown else float("nan")
         better = None
-        if higher is not None and not math.isnan(rel) and delta != 0:
+        # which side is better wherever the difference shows in the table
+        if higher is not None and not math.isnan(delta) and delta != 0 \
+                and (shown or abs(delta) >= 5e-4):
             better = "B" if (delta > 0) == higher else "A"
         rows.append({"metric": key, "label": label, "a": va, "b": vb, "delta": delta,
                      "delta_pct": rel * 100.0, "better": better})

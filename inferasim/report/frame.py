@@ -95,19 +95,24 @@ def request_frame(requests: list, tokens_per_step: float = 1.0,
     refused = np.fromiter((bool(f) for f in failed), bool, n)
     cols["status"] = request_status(failed, np.where(refused, np.nan, cols["finish_s"]))
     # TTFT in its parts: queue (arrival to admission where the prompt is computed), prefill
-    # (to the prompt's first token), and, disaggregated, KV transfer (prefill done to the
-    # decode side) and decode wait (to the decode instance's admission, which streams the
-    # first token to the client).
+    # (to the prompt's first token), and, disaggregated, KV transfer (the KV crossing to the
+    # decode side) and decode wait (for the decode instance to take the request, before or
+    # after the crossing, and stream the first token to the client).
     disagg = np.fromiter((np.isfinite(r.prefill_done) for r in requests), bool, n)
     p_admit = np.fromiter((r.prefill_admitted for r in requests), np.float64, n)
     p_done = np.fromiter((r.prefill_done for r in requests), np.float64, n)
     t_done = np.fromiter((r.transfer_done for r in requests), np.float64, n)
+    t_start = np.fromiter((r.transfer_start for r in requests), np.float64, n)
+    t_start = np.where(np.isfinite(t_start), t_start, p_done)
     moved = disagg & np.isfinite(t_done)  # a one-token answer never leaves the prefill pool
     admit = np.where(disagg, p_admit, cols["admitted_s"])
     cols["queue_s"] = admit - cols["arrival_s"]
     cols["prefill_s"] = np.where(moved, p_done, cols["first_token_s"]) - admit
-    cols["transfer_s"] = np.where(moved, t_done - p_done, 0.0)
-    cols["decode_wait_s"] = np.where(moved, cols["first_token_s"] - t_done, 0.0)
+    cols["transfer_s"] = np.where(moved, t_done - t_start, 0.0)
+    # the decode side's admission: before the KV crosses where the decode instance takes
+    # the request first (vLLM and TensorRT-LLM pull), and after it lands
+    cols["decode_wait_s"] = np.where(moved, (t_start - p_done) + (cols["first_token_s"] - t_done),
+                                     0.0)
     advance = np.fromiter((r.advance or tokens_per_step for r in requests), np.float64, n)
     cols["chunk_tokens"] = chunk_tokens(advance, stream_interval)
     served = np.where(refused, np.nan, 1.0)

@@ -65,6 +65,7 @@ class LiveRequest:
     storage_pending: int = 0
     prefill_admitted: float = NAN
     prefill_done: float = NAN
+    transfer_start: float = NAN  # the decode side took it: its KV starts to cross
     transfer_done: float = NAN
     failed: str = ""           # why the server refused it (never admissible), else empty
     peek_version: tuple = ()   # (target, witness) the remembered match holds for

@@ -282,6 +282,7 @@ class DisaggregatedFrontend:
             req.done.succeed()
             return
         link = self.links[first.instance]
+        req.transfer_start = env.now
         if stream is not None:
             # the last chunk's KV (with the first token) after the prefill; the earlier
             # chunks' went as they completed and may still be crossing
@@ -299,6 +300,7 @@ class DisaggregatedFrontend:
                 self._release(engine, first)
                 req.done.succeed()
                 return
+            req.transfer_start = env.now  # the wait for the decode side is its admission
             yield link.transfer(self.remote_tokens(req, decoder) * self.kv_bytes_per_token)
         req.transfer_done = env.now
         self._release(engine, first)
