@@ -47,7 +47,7 @@ def test_a_request_past_the_context_is_refused_and_the_rest_are_served(tmp_path)
     result = simulate(_trace_scenario(path))
     failed = [r.failed for r in result.requests]
     assert failed[0] == failed[2] == failed[3] == ""
-    assert "exceed the server's context of 131072" in failed[1]
+    assert "the server's context of 131072" in failed[1]
     assert all(math.isfinite(result.requests[i].finish) for i in (0, 2, 3))
     summary = replay_summary(result)[1]
     assert summary["requests_failed"] == 1
@@ -91,11 +91,11 @@ def test_refused_requests_are_counted_with_a_reason_and_the_json_stays_strict(tm
     table = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "out")])
     assert table.exit_code == 2, table.output
     assert re.search(r"no request completed: the deployment refused all 3 requests .*"
-                     r"prompt \+ output = 200032 tokens", table.output), table.output
+                     r"a prompt of 200000 tokens leaves no room", table.output), table.output
     assert not (tmp_path / "out").exists()
     as_json = CliRunner().invoke(cli, [*args, "--json"])
     assert as_json.exit_code == 2 and "NaN" not in as_json.output
-    assert "exceed the server's context" in as_json.output
+    assert "the server's context" in as_json.output
     # the summary itself still counts them, with null latencies
     from inferasim.config.loader import load_scenario
     from inferasim.report.run_report import replay_summary
@@ -125,3 +125,16 @@ def test_an_empty_prompt_is_refused_not_simulated(tmp_path):
     req = LiveRequest(0, RequestSpec(0, 8, np.zeros(0, dtype=np.int64), 16), 0.0, env.event())
     Topology(Front(), [], 1000, LLAMA_8B_CONTEXT).submit(req)
     assert req.done.triggered and "empty prompt" in req.failed
+
+
+def test_without_max_tokens_an_answer_ends_at_the_servers_context():
+    """A chat client that sends no max_tokens: the server takes the rest of its context as the
+    limit (vLLM's default max_tokens), so a prompt that fits is served and its answer cut
+    there; one that fills the context is refused."""
+    result = simulate(load_scenario(None, ["engine.max_model_len=6000",
+                                           "workload.duration_s=300"]))
+    served = [r for r in result.requests if not r.failed and math.isfinite(r.finish)]
+    assert served and all(r.spec.prompt_tokens + r.spec.output_tokens <= 6000 for r in served)
+    assert any(r.spec.prompt_tokens + r.spec.output_tokens == 6000 for r in served)  # cut
+    refused = [r.failed for r in result.requests if r.failed]
+    assert refused and all("leaves no room for its answer" in f for f in refused)

@@ -42,17 +42,28 @@ class Topology:
         self.max_context = max_context
 
     def submit(self, req: LiveRequest) -> None:
-        tokens = req.spec.prompt_tokens + req.spec.output_tokens
-        if req.spec.prompt_tokens < 1:
+        spec, limit = req.spec, self.max_context
+        if spec.prompt_tokens < 1:
             # The servers reject an empty prompt (a trace entry without its input length).
             req.failed = "an empty prompt (0 tokens)"
             req.done.succeed()
             return
-        if tokens > self.max_context:
-            # The server answers at once with an error, as vLLM and SGLang do for a prompt
-            # plus requested output past its context length (max_model_len).
-            req.failed = (f"prompt + output = {tokens} tokens exceed the server's context of "
-                          f"{self.max_context}")
+        # The server answers at once with an error, as vLLM and SGLang do, for a prompt that
+        # fills its context (max_model_len) or a prompt and max_tokens past it; without
+        # max_tokens it takes the rest of its context as the limit and the answer ends there
+        # (vLLM's default max_tokens, SGLang's max_new_tokens).
+        if spec.prompt_tokens >= limit:
+            req.failed = (f"a prompt of {spec.prompt_tokens} tokens leaves no room for its "
+                          f"answer in the server's context of {limit}")
+        elif spec.max_tokens is not None and spec.prompt_tokens + spec.max_tokens > limit:
+            req.failed = (f"prompt + max_tokens = {spec.prompt_tokens + spec.max_tokens} "
+                          f"tokens exceed the server's context of {limit}")
+        elif spec.prompt_tokens + spec.output_tokens > limit:
+            out = limit - spec.prompt_tokens
+            kept = None if spec.finish_keys is None \
+                else spec.finish_keys[:(spec.prompt_tokens + out) // spec.block_tokens]
+            req.spec = attrs.evolve(spec, output_tokens=out, finish_keys=kept)
+        if req.failed:
             req.done.succeed()
             return
         self.frontend.submit(req)
