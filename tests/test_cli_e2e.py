@@ -298,7 +298,7 @@ def test_unreadable_inputs_are_one_line_errors(tmp_path):
     cases = [
         (["run", str(binary)], "not UTF-8"),
         (["run", "--set", "workload.format=sessions", "--set", f"workload.trace={folder}"],
-         "Is a directory"),
+         "expected a file, got a folder"),
         (["run", "--set", "workload.format=mooncake", "--set", f"workload.trace={negative}"],
          "input_length >= 1"),
         (["run", "--set", "workload.format=mooncake", "--set", f"workload.trace={nan}"],
