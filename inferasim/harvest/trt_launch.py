@@ -42,10 +42,6 @@ def launch(scenario: Any, *, model_path: str, host: str, port: int, max_model_le
         "kv_cache_config": kv_cache,
         "scheduler_config": {"capacity_scheduler_policy": _POLICIES[eng.capacity_policy]},
     }
-    if par.dp_attention > 1 and par.dp_attention != par.tp:
-        raise ConfigError(f"TensorRT-LLM's attention DP puts every one of the tp_size ranks in "
-                          f"its own group: parallel.dp_attention must be {par.tp} or 1",
-                          key="parallel.dp_attention")
     if spec.method not in ("none", "mtp"):
         raise ConfigError(f"harvest plans TensorRT-LLM with MTP or without speculation; "
                           f"{spec.method} is not planned", key="speculative.method")
