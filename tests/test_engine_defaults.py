@@ -83,3 +83,31 @@ def test_sglang_max_running_requests_follows_its_pool():
                                  "speculative.draft_tokens=1", "parallel.ep=8",
                                  "parallel.dp_attention=8"]).engine
     assert ranks.max_num_seqs == 6
+
+
+@pytest.mark.parametrize("gpu, version, tokens, seqs", [
+    ("h100", "0.24", 8192, 1024), ("a100", "0.24", 2048, 256), ("l4", "0.24", 2048, 256),
+    ("mi300x", "0.27", 8192, 1024), ("mi300x", "0.28", 16384, 1024),
+    ("h200", "0.33", 8192, 1024), ("b200", "0.30", 16384, 1024)])
+def test_vllm_takes_its_budget_and_running_limit_by_part_and_release(gpu, version, tokens,
+                                                                      seqs):
+    sc = load_scenario(None, [f"gpu.name={gpu}", f"engine.version={version}"])
+    assert (sc.engine.max_num_batched_tokens, sc.engine.max_num_seqs) == (tokens, seqs)
+    given = load_scenario(None, [f"gpu.name={gpu}", f"engine.version={version}",
+                                 "engine.max_num_batched_tokens=4096", "engine.max_num_seqs=64"])
+    assert (given.engine.max_num_batched_tokens, given.engine.max_num_seqs) == (4096, 64)
+
+
+def test_a_release_is_read_as_typed_never_as_a_number(tmp_path):
+    """vLLM 0.20 changed its memory default (0.9 -> 0.92): --set engine.version=0.20 must not
+    become 0.2, and an unquoted 0.20 in a file, which YAML reads as 0.2, is refused."""
+    from inferasim.config.errors import ConfigError
+
+    sc = load_scenario(None, ["engine.version=0.20"])
+    assert sc.engine.version == "0.20" and sc.engine.mem_fraction == 0.92
+    path = tmp_path / "s.yaml"
+    path.write_text("model: {name: llama-3.1-8b}\ngpu: {name: h100}\n"
+                    "engine: {name: vllm, version: 0.20}\n")
+    with pytest.raises(ConfigError) as err:
+        load_scenario(path)
+    assert err.value.key == "engine.version" and '"0.20"' in str(err.value)

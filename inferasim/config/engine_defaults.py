@@ -1,6 +1,7 @@
 """Engine defaults that follow the deployment: SGLang's own rules for ``mem_fraction_static``
 and ``chunked_prefill_size`` (engines.md 1.2, SGLang 0.5.3-0.5.23, as 0.5.10 computes them),
-and vLLM's gpu_memory_utilization by release (engines.md 1.1: 0.9 up to 0.19, 0.92 from 0.20).
+vLLM's gpu_memory_utilization by release (engines.md 1.1: 0.9 up to 0.19, 0.92 from 0.20) and
+its token budget and running limit by part and release (engines.md 3.1).
 
 SGLang sizes its KV pool from ``mem_fraction_static``, which it derives, when the server is
 not given one, from the GPU's memory, the parallel layout, the CUDA-graph batch tier and the
@@ -92,6 +93,29 @@ def sglang_max_running_requests(pool_tokens: int, context_len: int) -> int:
     return max(1, min(req_pool, pool_tokens // 2))
 
 
+# vLLM's serve defaults for the step's token budget and the running limit by GPU and release
+# (engines.md 3.1, "Defaults that differ by version": arg_utils' batch defaults, 0.10-0.33):
+# parts of at least 70 GiB but the A100 take 8192 tokens and 1024 sequences, others 2048 and
+# 256; from 0.28 parts of at least 160 GiB take 16384 tokens.
+_VLLM_LARGE_GIB = 70
+_VLLM_HUGE_GIB = 160
+_VLLM_HUGE_FROM = (0, 28)
+
+
+def vllm_batch_defaults(gpu_name: str, gpu_bytes: float, version: str | None
+                        ) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) ``vllm serve`` takes when not given them."""
+    from inferasim.config.versions import version_tuple
+
+    gib = gpu_bytes / 2**30
+    large = gib >= _VLLM_LARGE_GIB and not gpu_name.lower().startswith("a100")
+    tokens, seqs = (8192, 1024) if large else (2048, 256)
+    v = version_tuple(version or "")
+    if v is not None and v >= _VLLM_HUGE_FROM and gib >= _VLLM_HUGE_GIB:
+        tokens = 16384
+    return tokens, seqs
+
+
 def derived_defaults(scenario, set_keys) -> dict[str, float | int]:
     """The engine keys the scenario's engine derives from its deployment and the scenario
     does not set (``set_keys``: the engine keys the scenario file and overrides give)."""
@@ -103,6 +127,16 @@ def derived_defaults(scenario, set_keys) -> dict[str, float | int]:
         # sets is; max_num_seqs is a rank's
         out["max_num_seqs"] = sglang_running_per_rank(eng.speculative_max_num_seqs,
                                                       scenario.parallel.dp_attention)
+    if eng.name == "vllm":
+        tokens, seqs = vllm_batch_defaults(scenario.gpu.name, scenario.gpu.hbm_bytes,
+                                           eng.version)
+        if "max_num_batched_tokens" not in set_keys and tokens != eng.max_num_batched_tokens:
+            out["max_num_batched_tokens"] = tokens
+            if "chunked_prefill_size" not in set_keys:
+                out["chunked_prefill_size"] = tokens
+        if "max_num_seqs" not in set_keys and "max_num_seqs" not in out \
+                and seqs != eng.max_num_seqs:
+            out["max_num_seqs"] = seqs
     if eng.memory_rule == "vllm-profile" and "mem_fraction" not in set_keys:
         # gpu_memory_utilization's default follows the release (engines.md 1.1)
         from inferasim.arch.engine_memory import vllm_gpu_memory_utilization

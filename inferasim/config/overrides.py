@@ -20,6 +20,8 @@ def parse_override(text: str) -> tuple[str, Any]:
     if not key or any(not part for part in key.split(".")):
         raise ConfigError(f"expected a dotted key such as workload.concurrency, got {key!r}",
                           file=OVERRIDE_ORIGIN)
+    if key.rsplit(".", 1)[-1] == "version":
+        return key, raw.strip()  # a release as typed: 0.20 is not the number 0.2
     try:
         value = parse_yaml(raw) if raw.strip() else ""
     except yaml.YAMLError:

@@ -107,6 +107,10 @@ def _convert(tp: Any, value: Any, key: str, ctx: _Ctx) -> Any:
             raise ctx.fail(key, f"expected a finite number, got {value!r}")
         return float(value)
     if tp is str:
+        if isinstance(value, float) and key.rsplit(".", 1)[-1] == "version":
+            # YAML read an unquoted 0.20 as the number 0.2: its last zero is gone
+            raise ctx.fail(key, f"expected a version string, got the number {value!r} (YAML "
+                                "reads an unquoted 0.20 as 0.2): quote it, e.g. \"0.20\"")
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return str(value)
         if not isinstance(value, str):
