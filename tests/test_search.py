@@ -409,3 +409,21 @@ def test_a_search_whose_every_replay_serves_nothing_says_why(tmp_path):
     assert "no deployment replayed could serve the workload" in res.output
     assert "the pool holds 2400" in res.output and "Traceback" not in res.output
     assert not (tmp_path / "out").exists()  # nothing half-written
+
+
+def test_the_search_says_why_trt_candidates_ran_fewer_requests_than_their_clients():
+    from types import SimpleNamespace
+
+    from inferasim.search.report import reservation_note
+
+    def note(*sets):
+        resolver = DeploymentResolver(None, ["model.name=llama-3.3-70b", "gpu.name=h100",
+                                             *sets])
+        space = build_space(resolver, 8, parse_space(["engine.name=trt,vllm",
+                                                      "topology.kind=colocated",
+                                                      "workload.concurrency=32"]))
+        return reservation_note(SimpleNamespace(candidates=space.candidates))
+
+    said = note()
+    assert said and "workload.synthetic.max_tokens" in said
+    assert note("workload.synthetic.max_tokens=2048") is None

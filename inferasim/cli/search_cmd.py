@@ -113,6 +113,7 @@ def search(scenario, overrides, gpus, sla_items, objective, space_items, margin,
     info = report.summary(result, sla, objective, margin, gpus, len(space.refused))
     info["space"] = {k: list(v) for k, v in space.axes.items()}
     info["refused"] = [{"deployment": d, "reason": r} for d, r in space.refused]
+    info["notes"] = [n for n in (report.reservation_note(result),) if n]
     trees = {obj: resolver.tree(result.candidates[i].deployment.overrides + (
         (("workload.concurrency", str(result.candidates[i].concurrency)),)
         if result.candidates[i].closed_loop else ()))
@@ -139,6 +140,8 @@ def search(scenario, overrides, gpus, sla_items, objective, space_items, margin,
                    f"({best['calibration']}) -> {out_dir}/{best['scenario']}")
         if best["caveat"]:
             click.echo(f"  note: as deployed, {best['caveat']}")
+    for note in info["notes"]:
+        click.echo(f"note: {note}")
     agree = sum(ok for _, ok, _ in result.audit_agrees)
     click.echo(f"({total} candidates, {len(space.refused)} deployments refused; "
                f"{info['pruned']} pruned at margin {margin:g}"

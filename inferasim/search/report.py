@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from inferasim.arch.layout import serving_caveat
+from inferasim.arch.layout import reservation_problem, serving_caveat
 from inferasim.config.loader import scenario_to_dict
 from inferasim.report import strict_json
 from inferasim.report.atomic import RESULT_MARKER, atomic_dir
@@ -97,6 +97,20 @@ def summary(result: SearchResult, sla: Sla, objective: str, margin: float, gpus:
         "projection_median_abs_error_pct": result.projection_error,
         "best": best,
     }
+
+
+def reservation_note(result: SearchResult) -> str | None:
+    """One line when TensorRT-LLM candidates ran fewer requests than their clients because
+    the clients send no max_tokens (``layout.reservation_problem``): why they lost."""
+    held = [c for c in result.candidates
+            if c.scenario.engine.capacity_policy == "guaranteed-no-evict"
+            and reservation_problem(c.scenario)]
+    if not held:
+        return None
+    return (f"{len(held)} candidate(s) under TensorRT-LLM's GUARANTEED_NO_EVICT reserve each "
+            "request's whole sequence, as the workload's clients send no max_tokens, and run "
+            "fewer requests than their clients; workload.synthetic.max_tokens says what the "
+            "clients send")
 
 
 def best_scenario(tree: dict[str, Any], result: SearchResult, objective: str) -> str:
