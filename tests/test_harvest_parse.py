@@ -190,3 +190,19 @@ def test_result_kind_detection():
     assert result_kind({"input_sequence_length": {"avg": 1}}) == "aiperf"
     assert result_kind(json.loads('{"hw": "mi355x", "tput_per_gpu": 1}')) == "inferencemax"
     assert result_kind({"metadata": {}}) is None
+
+
+def test_a_trt_llm_startup_log_gives_its_build_pool_and_capped_length():
+    text = "\n".join([
+        "[TensorRT-LLM] TensorRT-LLM version: 1.2.0rc5",
+        "[12/20/2025-04:21:10] [TRT-LLM] [W] Adjusted max_seq_len to 8224",
+        "[TensorRT-LLM][INFO] Number of tokens per block: 32.",
+        "[TensorRT-LLM][INFO] [MemUsageChange] Allocated 0.56 GiB for max tokens in paged "
+        "KV cache (8224).",
+        "[TensorRT-LLM][INFO] [MemUsageChange] Allocated 0.56 GiB for max tokens in paged "
+        "KV cache (8192).",
+    ])
+    facts = parse_engine_log(text)
+    assert (facts["engine"], facts["version"]) == ("trt", "1.2.0rc5")
+    assert facts["kv_cache_tokens"] == 8224 and facts["kv_cache_tokens_per_rank"] == [8224, 8192]
+    assert facts["max_seq_len_capped"] == 8224  # the pool held less than the context

@@ -9,6 +9,9 @@ cache size, KV dtype and speculative configuration.
 - SGLang: ``server_args=ServerArgs(...)`` (every resolved argument) and
   ``max_total_num_tokens=N`` / ``KV Cache is allocated. #tokens: N``.
 - ATOM: ``Memory budget: ... block_bytes=B, num_kvcache_blocks=N`` (engines.md 1.3).
+- TensorRT-LLM: ``TensorRT-LLM version: X`` and its KV cache manager's ``Allocated G GiB for
+  max tokens in paged KV cache (N)`` (one line per rank), and ``Adjusted max_seq_len to N``
+  where the pool holds less than the context (docs/engines.md).
 
 The first attention-backend line of the main model wins: vision encoders, prefill-only MLA
 backends and later draft-model lines are not the decode backend the anchor is priced on.
@@ -37,6 +40,9 @@ _SGL_TOKENS = (re.compile(r"max_total_num_tokens=(\d+)"), re.compile(r"#tokens: 
 _SGL_VERSION = re.compile(r"sglang(?:==|\s+version[:\s]+|\s+v)([0-9][\w.+-]*)", re.I)
 _ATOM_BLOCKS = re.compile(r"num_kvcache_blocks=(\d+)")
 _ATOM_BLOCK_BYTES = re.compile(r"block_bytes=(\d+)")
+_TRT_VERSION = re.compile(r"TensorRT-LLM version:?\s+v?([0-9][\w.+-]*)")
+_TRT_KV = re.compile(r"for max tokens in paged KV cache \((\d+)\)")
+_TRT_SEQ_CAP = re.compile(r"Adjusted max_seq_len to (\d+)")
 
 
 def _literal(node: ast.AST) -> Any:
@@ -103,9 +109,16 @@ def parse_engine_log(text: str) -> dict[str, Any]:
                 if m:
                     out["attention_backend"] = m.group(1)
                     break
-        m = _VLLM_KV.search(line)
+        m = _VLLM_KV.search(line) or _TRT_KV.search(line)
         if m:
             kv_tokens.append(int(m.group(1).replace(",", "")))
+        if "version" not in out:
+            m = _TRT_VERSION.search(line)
+            if m:
+                out["version"], out["engine"] = m.group(1), "trt"
+        m = _TRT_SEQ_CAP.search(line)
+        if m:
+            out["max_seq_len_capped"] = int(m.group(1))
         m = _VLLM_SPEC.search(line)
         if m and "speculative" not in out:
             out["speculative"] = {"method": m.group(1), "num_speculative_tokens": int(m.group(3))}
@@ -131,7 +144,7 @@ def parse_engine_log(text: str) -> dict[str, Any]:
             if m:
                 out["version"] = m.group(1)
     if kv_tokens:
-        # One line per data-parallel engine: each is a rank's own pool.
+        # One line per data-parallel engine (vLLM) or rank (TensorRT-LLM): a rank's own pool.
         out["kv_cache_tokens"] = kv_tokens[0]
         out["kv_cache_tokens_per_rank"] = kv_tokens
     if args:
