@@ -352,3 +352,14 @@ def test_the_cli_offers_every_client_the_plan_knows_and_defaults_the_scenario(tm
                                        "engine.name=trt"])
     assert res.exit_code == 0, res.output
     assert read_plan(tmp_path / "p")["scenario"]["name"] == "quickstart"
+
+
+def test_a_disaggregated_deployment_is_refused_with_each_pools_layout_to_plan():
+    from inferasim.config.catalog import REPO_ROOT
+
+    path = REPO_ROOT / "scenarios" / "inferencemax" / "dsr1-b200-dynamo-trt-fp8-disagg.yaml"
+    with pytest.raises(ConfigError) as err:
+        build_plan(load_scenario(path, check_fit=False), scenario_ref=str(path))
+    assert err.value.key == "topology.kind"
+    assert "prefill: --set parallel.tp=8 --set parallel.ep=8 --set parallel.dp_attention=8" \
+        in str(err.value)

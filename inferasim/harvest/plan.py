@@ -412,6 +412,18 @@ def build_plan(scenario: Any, *, scenario_ref: str, overrides: list[str] | tuple
     if target_isl is not None and target_isl < 1:
         raise ConfigError(f"must be at least 1, got {target_isl}", key="--target-isl")
     engine = scenario.engine.name
+    if scenario.topology.kind != "colocated":
+        from inferasim.config.loader import pool_scenario
+
+        layouts = "; ".join(
+            f"{role}: " + " ".join(f"--set parallel.{k}={getattr(pool.parallel, k)}"
+                                   for k in ("tp", "ep", "dp_attention"))
+            for role, pool in ((r, pool_scenario(scenario, r, check_fit=False))
+                               for r in ("prefill", "decode")))
+        raise ConfigError("harvest measures one colocated server, not a disaggregated "
+                          "deployment: plan each pool's layout as its own colocated scenario "
+                          f"(--set topology.kind=colocated with {layouts})",
+                          key="topology.kind")
     tool = client or DEFAULT_CLIENT[engine]
     if tool not in CLIENTS:
         raise ConfigError(f"unknown client {tool!r}; known: {', '.join(CLIENTS)}", key="--client")
