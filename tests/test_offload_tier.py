@@ -297,3 +297,22 @@ def test_a_storage_tier_serves_what_a_small_host_tier_lost_and_the_replay_gains(
         offload["storage_read_tokens"] * storage.bytes_per_token)
     assert frame.storage_tokens.sum() == offload["storage_read_tokens"]
     assert "storage KV tier" in summary_table(stored, "t")
+
+
+def test_a_sweep_with_a_host_tier_shows_where_each_rungs_prompts_came_from():
+    import pandas as pd
+
+    from inferasim.cli.sweep_cmd import _table
+
+    frame = pd.DataFrame([
+        {"config": "base", "rung": 0, "concurrency": 8, "output_tok_s_per_gpu": 70.0,
+         "interactivity_tok_s": 14.0, "ttft_mean_s": 6.3, "itl_mean_ms": 68.9,
+         "prefix_hit_rate": 0.224, "first_admission_hit_rate": 0.458, "host_hit_rate": 0.474,
+         "storage_hit_rate": 0.0, "requests_completed": 117}])
+    head, row = _table(frame).splitlines()
+    assert head.index("hit rate") < head.index("GPU hit") < head.index("host hit") \
+        < head.index("requests")
+    assert "GPU hit" in head and "host hit" in head and "storage hit" not in head
+    assert "45.8%" in row and "47.4%" in row
+    plain = _table(frame.assign(host_hit_rate=0.0))
+    assert "GPU hit" not in plain and "host hit" not in plain

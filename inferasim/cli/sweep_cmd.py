@@ -24,6 +24,13 @@ def _table(frame, open_loop: frozenset = frozenset()) -> str:
             ("interactivity_tok_s", "tok/s/user", "{:.1f}"), ("ttft_mean_s", "TTFT s", "{:.3f}"),
             ("itl_mean_ms", "ITL ms", "{:.1f}"), ("prefix_hit_rate", "hit rate", "{:.1%}"),
             ("requests_completed", "requests", "{:d}")]
+    # a KV tier behind the GPU pool: where each rung's prompts came from, as validate agentx
+    # shows them (the engine's counter above counts the GPU pool alone)
+    for key, head in (("host_hit_rate", "host hit"), ("storage_hit_rate", "storage hit")):
+        if key in frame.columns and (frame[key].fillna(0) > 0).any():
+            if "first_admission_hit_rate" not in {k for k, _, _ in cols}:
+                cols.insert(-1, ("first_admission_hit_rate", "GPU hit", "{:.1%}"))
+            cols.insert(-1, (key, head, "{:.1%}"))
     rows = [[head for _, head, _ in cols]]
     for _, rec in frame.iterrows():
         row = []
