@@ -367,6 +367,8 @@ def test_a_winner_the_real_server_would_refuse_to_start_says_so(tmp_path):
     out = tmp_path / "out"
     res = CliRunner().invoke(cli, [
         "search", "--set", "model.name=llama-3.3-70b", "--set", "gpu.name=mi300x",
+        # prompts the pool holds (a request past it would be refused: no SLA met)
+        "--set", "workload.synthetic.max_prompt_tokens=65536",
         "--set", "workload.duration_s=60", "--gpus", "2", "--space", "engine.name=vllm",
         "--space", "parallel.tp=1", "--space", "topology.kind=colocated", "--space",
         "workload.concurrency=8", "--cache", str(tmp_path / "cache"), "--out", str(out),
@@ -427,3 +429,12 @@ def test_the_search_says_why_trt_candidates_ran_fewer_requests_than_their_client
     said = note()
     assert said and "workload.synthetic.max_tokens" in said
     assert note("workload.synthetic.max_tokens=2048") is None
+
+
+def test_a_replay_that_refused_part_of_its_workload_meets_no_sla():
+    """It served a lighter load than it was given: its throughput and latencies are not the
+    workload's."""
+    sla = Sla.parse([])
+    assert sla.met({"total_tok_s_per_gpu": 100.0, "requests_failed": 0})
+    assert not sla.met({"total_tok_s_per_gpu": 100.0, "requests_failed": 3})
+    assert not Sla.parse(["ttft_p90_s=5"]).met({"ttft_p90_s": 1.0, "requests_failed": 1})

@@ -94,3 +94,19 @@ def test_batch_waiting_weighs_what_admission_would_take():
     assert _offered([3000, 20000]) == 8192
     assert _offered([20000]) == 8192
     assert _offered([3000, 2000], budget=4000) == 3000
+
+
+def test_without_chunked_prefill_a_prompt_past_max_num_tokens_is_refused_at_once():
+    """TensorRT-LLM's LLM API answers 400 for a prompt longer than max_num_tokens when
+    chunked prefill is off: the replay refuses it and counts it; with chunked prefill, or a
+    budget that holds it, it is served."""
+    sets = ["workload.isl=9000", "workload.osl=16", "workload.concurrency=4",
+            "workload.max_requests=8", "workload.duration_s=1e5", "sim.anchors=none",
+            "workload.random_range_ratio=1.0"]
+    refused = replay_summary(simulate(load_scenario(SCENARIO, sets)))[1]
+    assert (refused["requests_failed"], refused["requests_completed"]) == (8, 0)
+    assert "exceeds the step's token budget (8192, max_num_tokens)" in \
+        refused["requests_failed_example"]
+    for extra in ("engine.chunked_prefill=true", "engine.max_num_batched_tokens=9216"):
+        served = replay_summary(simulate(load_scenario(SCENARIO, [*sets, extra])))[1]
+        assert served["requests_failed"] == 0 and served["requests_completed"] == 8, extra

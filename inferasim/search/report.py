@@ -55,6 +55,9 @@ def frame(result: SearchResult, sla: Sla) -> pd.DataFrame:
         rec = result.records.get(i)
         if rec is not None and FAILED in rec:
             row["reason"] = f"served nothing: {rec[FAILED]}"
+        elif rec is not None and rec.get("requests_failed"):
+            row["reason"] = (f"refused {rec['requests_failed']} request(s): "
+                             f"{rec.get('requests_failed_example', '')}")
         for key in REPLAYED_KEYS:
             row[key] = rec.get(key, math.nan) if rec is not None else math.nan
         row["meets_sla"] = bool(rec is not None and sla.met(rec))
@@ -97,6 +100,19 @@ def summary(result: SearchResult, sla: Sla, objective: str, margin: float, gpus:
         "projection_median_abs_error_pct": result.projection_error,
         "best": best,
     }
+
+
+def refusal_note(result: SearchResult) -> str | None:
+    """One line when replayed candidates refused part of their workload (they meet no SLA):
+    how many, and the first one's reason."""
+    refused = [(i, rec) for i, rec in sorted(result.records.items())
+               if FAILED not in rec and rec.get("requests_failed")]
+    if not refused:
+        return None
+    i, rec = refused[0]
+    return (f"{len(refused)} replayed candidate(s) refused part of the workload and meet no "
+            f"SLA (the first, {result.candidates[i].label}: "
+            f"{rec.get('requests_failed_example', '')})")
 
 
 def reservation_note(result: SearchResult) -> str | None:

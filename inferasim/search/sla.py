@@ -86,8 +86,11 @@ class Sla:
         return worst
 
     def met(self, record: Mapping[str, float]) -> bool:
-        """A replay that served nothing (``replay.FAILED``) meets no SLA, not even none."""
-        return FAILED not in record and self.slack(record) >= 1.0
+        """A replay that served nothing (``replay.FAILED``), or refused part of its workload
+        (``requests_failed``: a deployment that turns requests away serves a lighter load
+        than it was given), meets no SLA, not even none."""
+        return FAILED not in record and not record.get("requests_failed") \
+            and self.slack(record) >= 1.0
 
 
 def objective_of(name: str) -> tuple[str, int]:

@@ -152,6 +152,16 @@ class EngineInstance(EngineCore):
     def submit(self, req: LiveRequest) -> None:
         req.instance = self.index
         self.incoming.pop(id(req), None)   # now counted where it waits
+        if not self.chunks_prompts and not req.prefilled \
+                and req.spec.prompt_tokens > self.max_batched_tokens:
+            # Without chunked prefill TensorRT-LLM's LLM API answers 400 for a prompt longer
+            # than max_num_tokens (its _check_arguments): refused at once, never queued
+            req.failed = (f"a prompt of {req.spec.prompt_tokens} tokens exceeds the step's "
+                          f"token budget ({self.max_batched_tokens}, max_num_tokens) with "
+                          "chunked prefill off (engine.chunked_prefill, "
+                          "engine.max_num_batched_tokens)")
+            self._done(req)
+            return
         if req.preallocated and req.private:
             self._prealloc_held -= 1  # now a waiting request like any other
         if self._recv_every > 1 and not self._idle:

@@ -94,8 +94,9 @@ def _admit(eng: EngineInstance, step: Step, now: float, budget: TokenBudget,
 def _waits_whole(eng: EngineInstance, rest: float, room: float) -> bool:
     """Whether a prompt of ``rest`` tokens must wait for a step with ``room`` for all of it:
     never where prompts are chunked; without chunking (TensorRT-LLM's default) while it does
-    not fit. A prompt longer than the whole step budget, which TensorRT-LLM would refuse, is
-    let in and chunked rather than left waiting for ever (docs/engines.md)."""
+    not fit. A prompt longer than the whole step budget is refused at submission, as
+    TensorRT-LLM refuses it (``EngineInstance.submit``); one that grew past it (a paused
+    request's prompt and output) is let in and chunked rather than left waiting for ever."""
     return not eng.chunks_prompts and room < rest <= eng.max_batched_tokens
 
 
