@@ -147,6 +147,9 @@ def reservation_problem(scenario: Scenario, plan=None) -> str | None:
 def serving_caveat(scenario: Scenario, plan=None) -> str | None:
     """What the real server does with this deployment that its figures depend on and the
     scenario does not say (``context_problem``, ``reservation_problem``), or None."""
+    from inferasim.arch.memory import memory_plan
+
+    plan = plan or memory_plan(scenario)  # one plan for both readings
     found = [p for p in (context_problem(scenario, plan), reservation_problem(scenario, plan))
              if p]
     return "; ".join(found) or None

@@ -15,6 +15,8 @@ import math
 
 import attrs
 
+from inferasim.config.versions import version_tuple
+
 MIB = 2**20
 
 # (below this many GiB of GPU memory, chunked_prefill_size, cuda_graph_max_bs at TP < 4, at
@@ -105,8 +107,6 @@ _VLLM_HUGE_FROM = (0, 28)
 def vllm_batch_defaults(gpu_name: str, gpu_bytes: float, version: str | None
                         ) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) ``vllm serve`` takes when not given them."""
-    from inferasim.config.versions import version_tuple
-
     gib = gpu_bytes / 2**30
     large = gib >= _VLLM_LARGE_GIB and not gpu_name.lower().startswith("a100")
     tokens, seqs = (8192, 1024) if large else (2048, 256)

@@ -103,7 +103,6 @@ def request_frame(requests: list, tokens_per_step: float = 1.0,
     p_done = np.fromiter((r.prefill_done for r in requests), np.float64, n)
     t_done = np.fromiter((r.transfer_done for r in requests), np.float64, n)
     t_start = np.fromiter((r.transfer_start for r in requests), np.float64, n)
-    t_start = np.where(np.isfinite(t_start), t_start, p_done)
     moved = disagg & np.isfinite(t_done)  # a one-token answer never leaves the prefill pool
     admit = np.where(disagg, p_admit, cols["admitted_s"])
     cols["queue_s"] = admit - cols["arrival_s"]

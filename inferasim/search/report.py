@@ -118,9 +118,7 @@ def refusal_note(result: SearchResult) -> str | None:
 def reservation_note(result: SearchResult) -> str | None:
     """One line when TensorRT-LLM candidates ran fewer requests than their clients because
     the clients send no max_tokens (``layout.reservation_problem``): why they lost."""
-    held = [c for c in result.candidates
-            if c.scenario.engine.capacity_policy == "guaranteed-no-evict"
-            and reservation_problem(c.scenario)]
+    held = [c for c in result.candidates if reservation_problem(c.scenario)]
     if not held:
         return None
     return (f"{len(held)} candidate(s) under TensorRT-LLM's GUARANTEED_NO_EVICT reserve each "
