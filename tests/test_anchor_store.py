@@ -495,3 +495,22 @@ def test_an_analytic_fallback_states_its_reason_once():
     run = CliRunner().invoke(cli, ["run", "--json", "--set", "workload.duration_s=10"])
     notes = json.loads(run.output)["calibration"]["notes"]
     assert sum(n.startswith("no usable anchor") for n in notes) == 1
+
+
+def test_a_store_answers_a_target_once_and_a_subset_from_its_own_records():
+    # for_target is remembered per store (a search asks for one target thousands of times);
+    # a hold-out subset shares the store's memo of derived readings but not these answers.
+    from inferasim.anchors.loading import default_store
+    from inferasim.config.catalog import REPO_ROOT
+    from inferasim.config.loader import load_scenario
+
+    store = default_store()
+    sc = load_scenario(REPO_ROOT / "scenarios/inferencemax/dsr1-mi355x-sglang-fp8-tp8.yaml")
+    found = store.for_target(sc)
+    assert found.usable and store.for_target(sc) is found
+    assert store.for_target(sc, batch=7) is not found
+    assert store.for_target(sc, batch=7).target.batch == 7
+    kept = [r.id for r in store.records if r.id != found.usable[0].id]
+    held_out = store.subset(kept).for_target(sc)
+    assert found.usable[0].id not in {r.id for r in held_out.usable}
+    assert len(held_out.usable) == len(found.usable) - 1

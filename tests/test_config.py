@@ -194,3 +194,22 @@ def test_sglang_runs_48_sequences_under_speculative_decoding_unless_told():
     told = load_scenario(None, ["engine.name=sglang", "engine.max_num_seqs=200", *spec])
     assert told.engine.max_num_seqs == 200
     assert load_scenario(None, ["engine.name=vllm", *spec]).engine.max_num_seqs == 1024
+
+
+def test_a_yaml_file_is_read_again_when_its_text_changes_and_never_shared(tmp_path):
+    # Parsed files are remembered by their text (a search resolves the same catalog entries
+    # thousands of times): an edit of the same size, at once, is still read, and what a
+    # caller changes in a mapping it got is not what the next reader gets.
+    from inferasim.config.yaml_tree import read_yaml_mapping
+
+    path = tmp_path / "entry.yaml"
+    path.write_text("a: 1\nextends: x.yaml\n")
+    first = read_yaml_mapping(path)
+    assert first == {"a": 1, "extends": "x.yaml"}
+    first.pop("extends")
+    assert read_yaml_mapping(path) == {"a": 1, "extends": "x.yaml"}
+    path.write_text("a: 2\nextends: x.yaml\n")
+    assert read_yaml_mapping(path) == {"a": 2, "extends": "x.yaml"}
+    path.write_text("a: [2\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        read_yaml_mapping(path)

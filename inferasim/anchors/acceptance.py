@@ -29,7 +29,7 @@ import numpy as np
 from inferasim.anchors import normalise as nz
 from inferasim.anchors.record import DEFAULT_DRAFT_TOKENS
 from inferasim.config.errors import ConfigError
-from inferasim.config.scenario import SpeculativeSpec
+from inferasim.config.scenario import acceptance_for_tokens
 
 #: The first draft's acceptance where no anchor measures the method. MTP: DeepSeek-V3's
 #: technical report (arXiv 2412.19437, section 5.4.3) measures 85-90% for the second token of
@@ -101,8 +101,7 @@ class AcceptanceReading:
 def per_position(tokens_per_step: float, draft_tokens: int) -> float:
     """The per-position acceptance at which ``draft_tokens`` drafts emit ``tokens_per_step``
     a verify step."""
-    spec = SpeculativeSpec(method="mtp", draft_tokens=draft_tokens, acceptance=0.0)
-    return float(spec.with_tokens_per_step(tokens_per_step).acceptance)
+    return float(acceptance_for_tokens(float(tokens_per_step), int(draft_tokens)))
 
 
 def _measured(records, spec_method: str) -> list:

@@ -264,6 +264,8 @@ class AnchorStore:
         self._records: dict[str, AnchorRecord] = {}
         self._origins: dict[str, str] = {}
         self._memo: dict[str, object] = {}
+        # for_target's answers, per store (not shared with subsets: they hold other records)
+        self._targets: dict[tuple[Target, bool], TargetAnchors] = {}
         origins = origins or {}
         for record in records:
             record = settle(record)
@@ -357,6 +359,14 @@ class AnchorStore:
         if isl is not None or batch is not None:
             target = attrs.evolve(target, isl=isl if isl is not None else target.isl,
                                   batch=batch if batch is not None else target.batch)
+        # Remembered: a search or a validation asks for one target thousands of times, and
+        # the answer is a function of the target and the store's records alone.
+        found = self._targets.get((target, prior))
+        if found is None:
+            found = self._targets[(target, prior)] = self._for_target(target, prior)
+        return found
+
+    def _for_target(self, target: Target, prior: bool) -> TargetAnchors:
         compatible: list[AnchorRecord] = []
         refused: list[Refusal] = []
         skipped: dict[str, tuple[str, ...]] = {}

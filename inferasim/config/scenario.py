@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import attrs
@@ -318,20 +319,32 @@ class SpeculativeSpec:
         if self.acceptance is None:
             raise ValueError(f"speculative.acceptance of {self.method} not resolved "
                              "(anchors.acceptance.with_acceptance)")
-        return 1.0 + sum(self.acceptance**i for i in range(1, self.draft_tokens + 1))
+        return verify_tokens(self.acceptance, self.draft_tokens)
 
     def with_tokens_per_step(self, tokens: float) -> SpeculativeSpec:
         """This spec with the per-draft acceptance whose verify steps emit ``tokens`` on
-        average (bisection: ``tokens_per_step`` rises with the acceptance), clipped to what
-        the draft depth can emit."""
-        lo, hi = 0.0, 1.0
-        for _ in range(60):
-            mid = 0.5 * (lo + hi)
-            if attrs.evolve(self, acceptance=mid).tokens_per_step < tokens:
-                lo = mid
-            else:
-                hi = mid
-        return attrs.evolve(self, acceptance=round(lo, 6))
+        average, clipped to what the draft depth can emit (``acceptance_for_tokens``)."""
+        return attrs.evolve(self, acceptance=acceptance_for_tokens(tokens, self.draft_tokens))
+
+
+def verify_tokens(acceptance: float, draft_tokens: int) -> float:
+    """Tokens a verify step of ``draft_tokens`` drafts emits at a per-position acceptance."""
+    return 1.0 + sum(acceptance**i for i in range(1, draft_tokens + 1))
+
+
+@functools.lru_cache(maxsize=4096)
+def acceptance_for_tokens(tokens: float, draft_tokens: int) -> float:
+    """The per-position acceptance at which ``draft_tokens`` drafts emit ``tokens`` a verify
+    step (bisection: the tokens rise with the acceptance), to six places. Memoised: a pure
+    function the anchor readings call for every speculative anchor of every candidate."""
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        if verify_tokens(mid, draft_tokens) < tokens:
+            lo = mid
+        else:
+            hi = mid
+    return round(lo, 6)
 
 
 @attrs.frozen

@@ -8,6 +8,7 @@ really came from, not just the leaf scenario.
 from __future__ import annotations
 
 import copy
+import functools
 import re
 from pathlib import Path
 from typing import Any
@@ -92,18 +93,29 @@ def read_yaml_mapping(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise ConfigError("expected a YAML file, found a directory", file=str(path))
     try:
-        data = parse_yaml(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise ConfigError("not a YAML file (not UTF-8 text)", file=str(path)) from None
+    # A copy: callers take keys out of what they read (``extends``).
+    return copy.deepcopy(_parsed_mapping(str(path), text))
+
+
+@functools.lru_cache(maxsize=512)
+def _parsed_mapping(path: str, text: str) -> dict[str, Any]:
+    """The mapping a YAML file's ``text`` holds, memoised by its text (a search prices
+    thousands of candidates, each resolving the same catalog entries; reading a file is
+    cheap, parsing it is not). Errors are raised, never cached."""
+    try:
+        data = parse_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(f"not valid YAML{where}: {yaml_problem(exc)}", file=str(path)) from None
+        raise ConfigError(f"not valid YAML{where}: {yaml_problem(exc)}", file=path) from None
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(
-            f"expected a mapping at the top level, found {type(data).__name__}", file=str(path)
+            f"expected a mapping at the top level, found {type(data).__name__}", file=path
         )
     return data
 
