@@ -225,3 +225,25 @@ def test_attention_dp_ranks_project_and_dispatch_only_their_own_tokens():
     a2a = alltoall_seconds(sc.gpu, w.alltoall_bytes_per_token, 512.0, 8)
     reduce = big["communication"] - a2a
     assert 0 < reduce < a2a
+
+
+@pytest.mark.parametrize("model", ["deepseek-v4-pro", "glm-5"])
+def test_group_decode_steps_of_attention_not_linear_in_context_equal_their_steps(model):
+    # Compressed (DeepSeek-V4) and selected (DSA) attention is not linear in the context, so
+    # a macro-step of group decode steps evaluates each rank's context matrix at once: every
+    # row must still be the single group step's price, an idle rank included.
+    sc = load_scenario(None, [f"model.name={model}", "gpu.name=b200", "parallel.tp=8",
+                              "parallel.ep=8", "parallel.dp_attention=8", "engine.name=sglang"])
+    o = AnalyticOracle(sc, rank_level=True)
+    assert not o._linear
+    rng = np.random.default_rng(7)
+    starts = [rng.integers(100, 60000, size=n).astype(np.float64) for n in (5, 12, 1)]
+    steps = 6
+    run = o.group_decode_steps(
+        [s[None, :] + np.arange(float(steps))[:, None] for s in starts] + [None], 1)
+    assert run.shape == (steps,)
+    for j in range(steps):
+        group = [StepBatch(decode_context=s + j) for s in starts] + [StepBatch()]
+        assert run[j] == pytest.approx(o.step_group(group).seconds, rel=1e-12)
+        assert run[j] == pytest.approx(o.step_group_seconds(group), rel=1e-12)
+    assert run[-1] > run[0]

@@ -357,22 +357,25 @@ class AnalyticOracle:
         busy ranks' context matrices (``None``: an idle rank), each equal to the single
         step's price: the same operations per step, a row's sum as its 1-D sum."""
         steps = next(c.shape[0] for c in contexts if c is not None)
-        if not self._linear:
-            return np.array([self.step_group_seconds(
-                [StepBatch(width=width) if c is None else
-                 StepBatch(decode_context=c[j], width=width) for c in contexts])
-                for j in range(steps)])
         tokens = samples = 0.0
         n_decode = 0
         slowest = np.zeros(steps)
-        coef = self._coefficient_sum(("decode", width))
+        coef = self._coefficient_sum(("decode", width)) if self._linear else 0.0
         for c in contexts:
             nd = 0 if c is None else c.shape[1]
             tokens += nd * width
             samples += nd * width
-            if nd:
-                slowest = np.maximum(slowest, coef * c.sum(axis=1))
-                n_decode = max(n_decode, nd)
+            if not nd:
+                continue
+            if self._linear:
+                attn = coef * c.sum(axis=1)
+            else:
+                # every sequence's attention is its own (elementwise in its context), so a
+                # rank's whole run of steps is one evaluation over its context matrix
+                per_seq = sum(self._decode_attention(c.ravel(), width).values())
+                attn = np.asarray(per_seq, dtype=np.float64).reshape(c.shape).sum(axis=1)
+            slowest = np.maximum(slowest, attn)
+            n_decode = max(n_decode, nd)
         return self._group_seconds(tokens, samples, slowest, n_decode, float(n_decode * width))
 
     def _group_seconds(self, tokens: float, samples: float, slowest, n_decode: int,
