@@ -106,3 +106,30 @@ def test_an_attention_dp_prefill_worker_steps_at_its_slowest_rank():
     _, rep = replay_summary(simulate(sc, Knobs()))
     proj = project_disaggregated(sc, Knobs())
     assert proj["total_tok_s_per_gpu"] == pytest.approx(rep["total_tok_s_per_gpu"], rel=0.06)
+
+
+@pytest.mark.parametrize("scenario, extra", [
+    ("dsr1-gb200-dynamo-trt-nvfp4-mtp-disagg.yaml", []),       # anchored pools, speculative
+    ("dsr1-mi355x-sglang-fp8-tp8.yaml", []),                    # anchored, colocated
+    ("dsr1-mi355x-sglang-fp8-tp8.yaml", ["parallel.ep=8", "parallel.dp_attention=8"]),
+    ("dsr1-b200-sglang-fp8-tp8.yaml", ["model.name=deepseek-v4-pro"]),  # a prior
+])
+def test_projections_sharing_one_oracle_across_the_ladder_equal_their_own(scenario, extra):
+    # A search projects each deployment at every rung with one oracle (shared_oracle): the
+    # oracle must not depend on the number of clients, so every projection is the one its
+    # own oracle gives, key for key.
+    from inferasim.sweep.projection import project
+
+    base = load_scenario(REPO / "scenarios" / "inferencemax" / scenario, extra)
+    closed_form = project if base.topology.kind == "colocated" else project_disaggregated
+    shared: dict = {}
+    for conc in (4, 64, 512):
+        sc = load_scenario(REPO / "scenarios" / "inferencemax" / scenario,
+                           [*extra, f"workload.concurrency={conc}"])
+        alone = closed_form(sc, Knobs())
+        together = closed_form(sc, Knobs(), oracles=shared)
+        assert together.keys() == alone.keys()
+        for key, value in alone.items():
+            assert together[key] == value or (value != value and together[key] != together[key]), \
+                (conc, key)
+    assert 1 <= len(shared) <= 2   # one oracle per pool, read at the first rung

@@ -76,15 +76,18 @@ def _projection_moments(scenario, cache: dict):
 
 
 def project_candidate(candidate: Candidate, knobs: Knobs, moments_cache: dict,
-                      prices: Mapping[str, float]) -> Verdict | dict[str, Any]:
+                      prices: Mapping[str, float],
+                      oracles: dict | None = None) -> Verdict | dict[str, Any]:
     """The projection of one candidate with its projected economics, or a Verdict saying why
-    it has none (it then goes to the replay)."""
+    it has none (it then goes to the replay). ``oracles``: the step-cost oracles the search's
+    projections share (one per deployment, whatever its number of clients)."""
     from inferasim.sweep.projection import project, project_disaggregated
 
     sc = candidate.scenario
     closed_form = project if sc.topology.kind == "colocated" else project_disaggregated
     try:
-        proj = closed_form(sc, knobs, moments=_projection_moments(sc, moments_cache))
+        proj = closed_form(sc, knobs, moments=_projection_moments(sc, moments_cache),
+                           oracles=oracles)
     except ConfigError as exc:
         return Verdict("replay", f"not projected ({exc.message}): replayed")
     proj = dict(proj)
@@ -239,9 +242,10 @@ def search(candidates: Sequence[Candidate], *, sla: Sla, objective: str, knobs: 
     if margin < 0:
         raise ConfigError(f"expected a margin of at least 0, got {margin:g}", key="--margin")
     moments: dict = {}
+    oracles: dict = {}
     projections = []
     for i, cand in enumerate(candidates):
-        projections.append(project_candidate(cand, knobs, moments, prices))
+        projections.append(project_candidate(cand, knobs, moments, prices, oracles))
         if on_projected is not None:
             on_projected(i + 1)
     verdicts = prune(candidates, projections, sla, objective, margin)

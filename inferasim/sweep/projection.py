@@ -540,13 +540,38 @@ def _engines(scenario: Scenario) -> tuple[int, float]:
     return instances * dp, affinity
 
 
-def _oracle(scenario: Scenario, knobs: Knobs):
+def _oracle(scenario: Scenario, knobs: Knobs, oracles: dict | None = None):
     """The oracle a replay of the scenario uses (``oracle_for``): anchor-calibrated where the
     anchors apply; under attention-DP one rank's own batches, read against the group step
     when the ranks step together, as the replay builds it."""
+    return shared_oracle(scenario, knobs, oracles, rank_level=scenario.parallel.dp_attention > 1)
+
+
+# Oracles ``shared_oracle`` keeps (each holds its memos of step prices): a search enumerates a
+# deployment's rungs together, so a few deployments' pools cover every reuse.
+SHARED_ORACLES = 16
+
+
+def shared_oracle(scenario: Scenario, knobs: Knobs, oracles: dict | None, *,
+                  rank_level: bool = False):
+    """``oracle_for``, remembered in ``oracles`` (when given) for every scenario that differs
+    from this one only in its number of clients: an oracle reads the deployment, its anchors
+    and the workload's lengths, never the load (a search projects each deployment at every
+    rung of its ladder; tests/test_projection.py holds the oracles equal)."""
     from inferasim.cost.calibrated import oracle_for
 
-    return oracle_for(scenario, knobs, rank_level=scenario.parallel.dp_attention > 1)
+    if oracles is None:
+        return oracle_for(scenario, knobs, rank_level=rank_level)
+    # (the description says the load in words)
+    unloaded = attrs.evolve(scenario, description="",
+                            workload=attrs.evolve(scenario.workload, concurrency=None))
+    key = (repr(unloaded), repr(knobs), rank_level)
+    oracle = oracles.get(key)
+    if oracle is None:
+        if len(oracles) >= SHARED_ORACLES:
+            oracles.pop(next(iter(oracles)))   # the oldest: a search projects by deployment
+        oracle = oracles[key] = oracle_for(scenario, knobs, rank_level=rank_level)
+    return oracle
 
 
 def _frontend(oracle):
@@ -566,13 +591,14 @@ def _open_requests(m: WorkloadMoments, clients: float, x: float, ttft: float,
 
 def project(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
             moments: WorkloadMoments | None = None, *, prices_class: type = _Prices,
-            frontend=None, beyond: float = 0.0) -> dict[str, Any]:
+            frontend=None, beyond: float = 0.0, oracles: dict | None = None) -> dict[str, Any]:
     """The steady-state projection: the same keys as a replay summary where they mean the same.
 
     A request reaches the engine after the time outside it the replay charges
     (``frontend``, seconds at a number of open requests: by default the oracle's frontend
     latency, as ``serve/simulation.py`` applies it) plus ``beyond`` (a disaggregated decode
-    pool's prefill pool and transfer)."""
+    pool's prefill pool and transfer). ``oracles``: a memo shared between projections
+    (``shared_oracle``)."""
     from inferasim.anchors.acceptance import resolved
     from inferasim.arch.memory import memory_plan
     from inferasim.cost.calibrated import with_measured_pool
@@ -580,7 +606,7 @@ def project(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
     knobs = knobs or Knobs()
     scenario = resolved(scenario)   # a speculative scenario's acceptance, as the replay's
     engines, affinity = _engines(scenario)
-    oracle = oracle or _oracle(scenario, knobs)
+    oracle = oracle or _oracle(scenario, knobs, oracles)
     # the pool the deployment's anchors ran at, as the replay sizes it (kv_ceiling)
     scenario = with_measured_pool(scenario, oracle)
     m = moments or workload_moments(scenario)
@@ -680,7 +706,8 @@ def project(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
 
 
 def project_disaggregated(scenario: Scenario, knobs: Knobs | None = None,
-                          moments: WorkloadMoments | None = None) -> dict[str, Any]:
+                          moments: WorkloadMoments | None = None, *,
+                          oracles: dict | None = None) -> dict[str, Any]:
     """xPyD in closed form. The decode pool is solved as colocated instances whose requests
     arrive prefilled (``_DecodeOnlyPrices``) after the frontend, the prefill pool and the KV
     transfer. The prefill pool is its workers batching the waiting prompts, each worker's
@@ -688,11 +715,11 @@ def project_disaggregated(scenario: Scenario, knobs: Knobs | None = None,
     calibration reads the anchors' TTFTs with (``ttft_model.batched_sojourn``; an open stream
     ``batched_response``). Each pool is priced by the oracle its replay builds, from its own
     scenario, and the frontend is the prefill pool's oracle's, as the replay's. The two pools
-    are solved together: each one's time is the other's clients' time away."""
+    are solved together: each one's time is the other's clients' time away. ``oracles``: as
+    ``project``'s."""
     from inferasim.arch.interconnect import kv_link_plan
     from inferasim.arch.memory import memory_plan
     from inferasim.config.loader import resolved_pools
-    from inferasim.cost.calibrated import oracle_for
     from inferasim.cost.prefill_reading import batched_prefill
     from inferasim.cost.ttft_model import batched_response, batched_sojourn
     from inferasim.serve.topology import full_kv_bytes_per_token
@@ -703,8 +730,8 @@ def project_disaggregated(scenario: Scenario, knobs: Knobs | None = None,
         raise ValueError("project_disaggregated takes a disaggregated scenario")
     m = moments or workload_moments(scenario)
     prefill, decode = resolved_pools(scenario)
-    pre_oracle = oracle_for(prefill, knobs)
-    dec_oracle = _oracle(decode, knobs)
+    pre_oracle = shared_oracle(prefill, knobs, oracles)
+    dec_oracle = _oracle(decode, knobs, oracles)
     frontend = _frontend(pre_oracle)
     colocated = decode.evolve(topology=attrs.evolve(topo, kind="colocated",
                                                      instances=topo.decode.instances))
