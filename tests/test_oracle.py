@@ -247,3 +247,27 @@ def test_group_decode_steps_of_attention_not_linear_in_context_equal_their_steps
         assert run[j] == pytest.approx(o.step_group(group).seconds, rel=1e-12)
         assert run[j] == pytest.approx(o.step_group_seconds(group), rel=1e-12)
     assert run[-1] > run[0]
+
+
+@pytest.mark.parametrize("model", ["deepseek-v4-pro", "glm-5", "qwen3.5-397b-a17b"])
+def test_a_group_step_of_attention_not_linear_in_its_work_prices_as_its_breakdown(model):
+    # The per-step price of ranks stepping together evaluates every rank's sequences and
+    # prompt chunks at once: it must be the breakdown's total, ranks prefilling, decoding,
+    # doing both, or idle.
+    sc = load_scenario(None, [f"model.name={model}", "gpu.name=mi355x", "parallel.tp=8",
+                              "parallel.ep=8", "parallel.dp_attention=8", "engine.name=sglang"])
+    o = AnalyticOracle(sc, rank_level=True)
+    assert not o._linear
+    ranks = [
+        StepBatch(prefill_tokens=np.array([4096.0, 512.0]),
+                  prefill_resident=np.array([2048.0, 0.0]), prefill_samples=1,
+                  decode_context=np.array([8192.0, 100.0, 70000.0])),
+        StepBatch(decode_context=np.full(16, 32768.0)),
+        StepBatch(),
+        StepBatch(prefill_tokens=np.array([16384.0]), prefill_resident=np.array([0.0]),
+                  prefill_samples=1),
+        StepBatch(decode_context=np.array([5.0])),
+    ]
+    for group in (ranks, ranks[1:], ranks[2:4], [ranks[2], ranks[2]]):
+        assert o.step_group_seconds(group) == pytest.approx(o.step_group(group).seconds,
+                                                            rel=1e-12)

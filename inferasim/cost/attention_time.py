@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 
+import attrs
 import numpy as np
 
 from inferasim.arch.attention import AttentionCost, AttentionKind
@@ -91,6 +92,57 @@ def kind_selection_padding(kind: AttentionKind, gpu: GpuSpec, *, attn_tp: int,
                              kv_dtype=kv_dtype)
 
 
+@attrs.frozen
+class AttentionPricer:
+    """The rates that turn one phase's attention work into seconds on one GPU, worked out
+    once (a replay prices millions of steps at one deployment's rates)."""
+
+    compute_rate: float      # attention FLOP/s over the attention-TP ranks
+    index_rate: float        # the indexer's FLOP/s (not divided by TP)
+    selection_scale: float   # the selection's compute, times this
+    kv_bandwidth: float      # KV bytes/s of a term whose bytes the attention-TP ranks share
+    bandwidth: float         # bytes/s of the indexer's reads (not shared)
+    roofline: bool           # decode: each term is the larger of compute and memory
+
+    def seconds(self, cost: AttentionCost) -> dict[str, np.ndarray]:
+        """Seconds per sequence for each term."""
+        out: dict[str, np.ndarray] = {}
+        for term, flops in cost.flops.items():
+            flops = np.asarray(flops, dtype=np.float64)
+            if term == INDEXING:
+                compute = flops / self.index_rate
+                bandwidth = self.bandwidth
+            else:
+                compute = flops / self.compute_rate
+                if term == SELECTION:
+                    compute = compute * self.selection_scale
+                bandwidth = self.kv_bandwidth
+            if self.roofline:
+                memory = np.asarray(cost.bytes.get(term, 0.0), dtype=np.float64) / bandwidth
+                out[term] = np.maximum(compute, memory)
+            else:
+                out[term] = compute
+        return out
+
+
+def attention_pricer(gpu: GpuSpec, *, phase: str, attn_tp: int, kv_bytes_divisor: float,
+                     math_dtype: str = "bf16", index_dtype: str = "fp8",
+                     indexer_cost_scale: float | None = None, dpa_roofline: bool = False,
+                     selection_pad: float = 1.0) -> AttentionPricer:
+    """The pricer of one phase (``attention_seconds``'s arguments but the work)."""
+    if phase not in PHASES:
+        raise ValueError(phase)
+    bw = gpu.hbm_bw * gpu.efficiency.memory
+    return AttentionPricer(
+        compute_rate=attention_rate(gpu, math_dtype) * attn_tp,
+        index_rate=indexer_rate(gpu, index_dtype=index_dtype,
+                                indexer_cost_scale=indexer_cost_scale),
+        selection_scale=(gpu.sparse_prefill_cost_scale if phase == "prefill" else 1.0)
+        * selection_pad,
+        kv_bandwidth=bw * kv_bytes_divisor, bandwidth=bw * 1.0,
+        roofline=phase == "decode" or (dpa_roofline and phase == "dpa-decode"))
+
+
 def attention_seconds(cost: AttentionCost, gpu: GpuSpec, *, phase: str, attn_tp: int,
                       kv_bytes_divisor: float, math_dtype: str = "bf16",
                       index_dtype: str = "fp8",
@@ -106,43 +158,32 @@ def attention_seconds(cost: AttentionCost, gpu: GpuSpec, *, phase: str, attn_tp:
     dpa-decode phase as decode (the roofline) rather than by compute alone (GQA kinds).
     ``selection_pad`` multiplies the selection's compute (``selection_padding``).
     """
-    if phase not in PHASES:
-        raise ValueError(phase)
-    attn_rate = attention_rate(gpu, math_dtype)
-    index_rate = indexer_rate(gpu, index_dtype=index_dtype, indexer_cost_scale=indexer_cost_scale)
-    selection_scale = (gpu.sparse_prefill_cost_scale if phase == "prefill" else 1.0) \
-        * selection_pad
-    bw = gpu.hbm_bw * gpu.efficiency.memory
-    out: dict[str, np.ndarray] = {}
-    for term, flops in cost.flops.items():
-        flops = np.asarray(flops, dtype=np.float64)
-        if term == INDEXING:
-            compute = flops / index_rate
-            divisor = 1.0
-        else:
-            compute = flops / (attn_rate * attn_tp)
-            if term == SELECTION:
-                compute = compute * selection_scale
-            divisor = kv_bytes_divisor
-        if phase == "decode" or (dpa_roofline and phase == "dpa-decode"):
-            memory = np.asarray(cost.bytes.get(term, 0.0), dtype=np.float64) / (bw * divisor)
-            out[term] = np.maximum(compute, memory)
-        else:
-            out[term] = compute
-    return out
+    return attention_pricer(gpu, phase=phase, attn_tp=attn_tp,
+                            kv_bytes_divisor=kv_bytes_divisor, math_dtype=math_dtype,
+                            index_dtype=index_dtype, indexer_cost_scale=indexer_cost_scale,
+                            dpa_roofline=dpa_roofline, selection_pad=selection_pad).seconds(cost)
+
+
+def kind_attention_pricer(kind: AttentionKind, gpu: GpuSpec, *, phase: str, attn_tp: int,
+                          kv_bytes_divisor: float, kv_dtype: str,
+                          indexer_cost_scale: float | None = None) -> AttentionPricer:
+    """``attention_pricer`` at the kind's own math rates (attention and indexer dtypes)."""
+    from inferasim.arch.sparse_attention import indexer_dtype
+
+    name = kind.model.attention.kind
+    math_dtype = attention_math_dtype(gpu, phase=phase, kv_dtype=kv_dtype, attention_kind=name)
+    pad = kind_selection_padding(kind, gpu, attn_tp=attn_tp, kv_dtype=kv_dtype)
+    return attention_pricer(gpu, phase=phase, attn_tp=attn_tp,
+                            kv_bytes_divisor=kv_bytes_divisor, math_dtype=math_dtype,
+                            index_dtype=indexer_dtype(kind),
+                            indexer_cost_scale=indexer_cost_scale,
+                            dpa_roofline=name in GROUPED_KV_KINDS, selection_pad=pad)
 
 
 def kind_attention_seconds(kind: AttentionKind, cost: AttentionCost, gpu: GpuSpec, *,
                            phase: str, attn_tp: int, kv_bytes_divisor: float, kv_dtype: str,
                            indexer_cost_scale: float | None = None) -> dict[str, np.ndarray]:
     """``attention_seconds`` at the kind's own math rates (attention and indexer dtypes)."""
-    from inferasim.arch.sparse_attention import indexer_dtype
-
-    name = kind.model.attention.kind
-    math_dtype = attention_math_dtype(gpu, phase=phase, kv_dtype=kv_dtype, attention_kind=name)
-    pad = kind_selection_padding(kind, gpu, attn_tp=attn_tp, kv_dtype=kv_dtype)
-    return attention_seconds(cost, gpu, phase=phase, attn_tp=attn_tp,
-                             kv_bytes_divisor=kv_bytes_divisor, math_dtype=math_dtype,
-                             index_dtype=indexer_dtype(kind),
-                             indexer_cost_scale=indexer_cost_scale,
-                             dpa_roofline=name in GROUPED_KV_KINDS, selection_pad=pad)
+    return kind_attention_pricer(kind, gpu, phase=phase, attn_tp=attn_tp,
+                                 kv_bytes_divisor=kv_bytes_divisor, kv_dtype=kv_dtype,
+                                 indexer_cost_scale=indexer_cost_scale).seconds(cost)

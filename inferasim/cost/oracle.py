@@ -19,7 +19,7 @@ from inferasim.arch.sparse_attention import decode_attention_cost
 from inferasim.arch.work import StepWork, step_work
 from inferasim.config.knobs import Knobs
 from inferasim.config.scenario import Scenario
-from inferasim.cost.attention_time import kind_attention_seconds
+from inferasim.cost.attention_time import AttentionPricer, kind_attention_pricer
 
 _EMPTY = np.zeros(0, dtype=np.float64)
 
@@ -116,6 +116,7 @@ class AnalyticOracle:
             and scenario.model.attention.sliding_layers == 0 \
             and scenario.model.attention.linear is None
         self._coefficients: dict[tuple[str, int], dict[str, float]] = {}
+        self._pricers: dict[str, AttentionPricer] = {}
         self._coefficient_sums: dict[tuple[str, int], float] = {}
         # (tokens, samples) -> GEMM + collective seconds of a step: what its context does not
         # change, remembered for step_seconds
@@ -225,15 +226,22 @@ class AnalyticOracle:
             coef = self._coefficients[key] = {t: float(v[0]) for t, v in secs.items()}
         return coef
 
+    def _pricer(self, phase: str) -> AttentionPricer:
+        """The phase's attention rates, worked out once per oracle."""
+        pricer = self._pricers.get(phase)
+        if pricer is None:
+            pricer = self._pricers[phase] = kind_attention_pricer(
+                self.attention, self.gpu, phase=phase, attn_tp=self.attn_tp,
+                kv_bytes_divisor=self.kv_divisor, kv_dtype=self.kv_dtype)
+        return pricer
+
     def _decode_attention_full(self, ctx: np.ndarray, width: int) -> dict[str, np.ndarray]:
         phase = self._decode_phase()
         dense = phase == "dpa-decode" and self.knobs.dpa_decode_dense
         scale = self.scenario.engine.dpa_decode_attention_scale if phase == "dpa-decode" else None
         cost = decode_attention_cost(self.attention, ctx, width, self.kv_dtype, dense=dense,
                                      scale=scale)
-        secs = kind_attention_seconds(self.attention, cost, self.gpu, phase=phase,
-                                      attn_tp=self.attn_tp, kv_bytes_divisor=self.kv_divisor,
-                                      kv_dtype=self.kv_dtype)
+        secs = self._pricer(phase).seconds(cost)
         if self.dp_split > 1:
             # Each DP rank attends its own share of the instance's sequences in parallel.
             secs = {k: v / self.dp_split for k, v in secs.items()}
@@ -242,9 +250,7 @@ class AnalyticOracle:
     def _prefill_attention_full(self, chunk: np.ndarray,
                                 resident: np.ndarray) -> dict[str, np.ndarray]:
         cost = self.attention.prefill(chunk, resident, self.kv_dtype)
-        secs = kind_attention_seconds(self.attention, cost, self.gpu, phase="prefill",
-                                      attn_tp=self.attn_tp, kv_bytes_divisor=self.kv_divisor,
-                                      kv_dtype=self.kv_dtype)
+        secs = self._pricer("prefill").seconds(cost)
         if self.dp_split > 1:
             secs = {k: v / self.dp_split for k, v in secs.items()}
         return secs
@@ -340,7 +346,7 @@ class AnalyticOracle:
         """``step_group(batches).seconds`` without the breakdown: a lockstep group's price
         per step, in both step modes (as ``step_seconds`` is one engine's)."""
         if not self._linear:
-            return self.step_group(batches).seconds
+            return self._evaluated_group_seconds(batches)
         tokens = samples = slowest = own = 0.0
         n_decode = 0
         for b in batches:
@@ -350,6 +356,34 @@ class AnalyticOracle:
             own = max(own, rank_tokens)
             slowest = max(slowest, prefill + decode)  # each rank attends its own sequences
             n_decode = max(n_decode, b.decode_context.size)
+        return self._group_seconds(tokens, samples, slowest, n_decode, own)
+
+    def _evaluated_group_seconds(self, batches: list[StepBatch]) -> float:
+        """``step_group(batches).seconds`` for attention not linear in its work: every rank's
+        sequences (and prompt chunks) in one evaluation, each rank's share summed apart
+        (a sequence's attention is its own), rather than one evaluation per rank."""
+        widths = {b.width for b in batches if b.n_decode}
+        if len(widths) > 1:
+            return self.step_group(batches).seconds
+        tokens = float(sum(b.forward_tokens for b in batches))
+        samples = float(sum(b.prefill_samples + b.n_decode * b.width for b in batches))
+        own = float(max((b.forward_tokens for b in batches), default=0))
+        n_decode = max((b.n_decode for b in batches), default=0)
+        attention = np.zeros(len(batches))
+        decoding = [i for i, b in enumerate(batches) if b.n_decode]
+        if decoding:
+            ctx = np.concatenate([batches[i].decode_context for i in decoding])
+            per_seq = sum(self._decode_attention(ctx, widths.pop()).values())
+            starts = np.cumsum([0] + [batches[i].n_decode for i in decoding[:-1]])
+            attention[decoding] += np.add.reduceat(per_seq, starts)
+        prefilling = [i for i, b in enumerate(batches) if b.prefill_tokens.size]
+        if prefilling:
+            chunks = np.concatenate([batches[i].prefill_tokens for i in prefilling])
+            resident = np.concatenate([batches[i].prefill_resident for i in prefilling])
+            per_chunk = sum(self._prefill_attention(chunks, resident).values())
+            starts = np.cumsum([0] + [batches[i].prefill_tokens.size for i in prefilling[:-1]])
+            attention[prefilling] += np.add.reduceat(per_chunk, starts)
+        slowest = float(attention.max()) if attention.size else 0.0
         return self._group_seconds(tokens, samples, slowest, n_decode, own)
 
     def group_decode_steps(self, contexts: list[np.ndarray | None], width: int) -> np.ndarray:
