@@ -438,3 +438,24 @@ def test_a_replay_that_refused_part_of_its_workload_meets_no_sla():
     assert sla.met({"total_tok_s_per_gpu": 100.0, "requests_failed": 0})
     assert not sla.met({"total_tok_s_per_gpu": 100.0, "requests_failed": 3})
     assert not Sla.parse(["ttft_p90_s=5"]).met({"ttft_p90_s": 1.0, "requests_failed": 1})
+
+
+def test_the_search_says_which_parts_have_no_price():
+    # A part without a sourced GPU-hour price shows "-" for $/Mtok: the note says why and
+    # how to give one; a --price for it silences the note.
+    from types import SimpleNamespace
+
+    from inferasim.search.report import price_note
+
+    resolver = DeploymentResolver(None, ["model.name=llama-3.3-70b", "gpu.name=gb300"])
+    space = build_space(resolver, 8, parse_space(["engine.name=vllm",
+                                                  "topology.kind=colocated",
+                                                  "workload.concurrency=32"]))
+    result = SimpleNamespace(candidates=space.candidates)
+    said = price_note(result, {})
+    assert said and "gb300" in said and "--price gb300=USD" in said
+    assert price_note(result, {"gb300": 6.0}) is None
+    priced = DeploymentResolver(None, ["model.name=llama-3.3-70b", "gpu.name=h100"])
+    space = build_space(priced, 8, parse_space(["engine.name=vllm", "topology.kind=colocated",
+                                                "workload.concurrency=32"]))
+    assert price_note(SimpleNamespace(candidates=space.candidates), {}) is None

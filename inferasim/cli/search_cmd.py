@@ -113,8 +113,8 @@ def search(scenario, overrides, gpus, sla_items, objective, space_items, margin,
     info = report.summary(result, sla, objective, margin, gpus, len(space.refused))
     info["space"] = {k: list(v) for k, v in space.axes.items()}
     info["refused"] = [{"deployment": d, "reason": r} for d, r in space.refused]
-    info["notes"] = [n for n in (report.refusal_note(result), report.reservation_note(result))
-                     if n]
+    info["notes"] = [n for n in (report.refusal_note(result), report.reservation_note(result),
+                                 report.price_note(result, prices)) if n]
     trees = {obj: resolver.tree(result.candidates[i].deployment.overrides + (
         (("workload.concurrency", str(result.candidates[i].concurrency)),)
         if result.candidates[i].closed_loop else ()))

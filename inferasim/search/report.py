@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import textwrap
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from inferasim.arch.layout import reservation_problem, serving_caveat
 from inferasim.config.loader import scenario_to_dict
 from inferasim.report import strict_json
 from inferasim.report.atomic import RESULT_MARKER, atomic_dir
+from inferasim.search.economics import missing_price
 from inferasim.search.replay import FAILED
 from inferasim.search.run import REPRIEVED, SearchResult, pareto
 from inferasim.search.sla import OBJECTIVES, Sla
@@ -125,6 +127,17 @@ def reservation_note(result: SearchResult) -> str | None:
             "request's whole sequence, as the workload's clients send no max_tokens, and run "
             "fewer requests than their clients; workload.synthetic.max_tokens says what the "
             "clients send")
+
+
+def price_note(result: SearchResult, prices: Mapping[str, float]) -> str | None:
+    """One line when some candidates' parts have no GPU-hour price (neither the catalog's nor
+    a ``--price``): their cost per million tokens is unknown, not zero."""
+    missing = sorted({c.scenario.gpu.name for c in result.candidates
+                      if missing_price(c.scenario, prices)})
+    if not missing:
+        return None
+    return (f"$/Mtok unknown for {', '.join(missing)}: no sourced GPU-hour price in the "
+            f"catalog; pass --price {missing[0]}=USD")
 
 
 def best_scenario(tree: dict[str, Any], result: SearchResult, objective: str) -> str:
