@@ -951,3 +951,58 @@ def test_macro_steps_equal_exact_steps_where_a_priors_split_follows_the_context(
     oracle = oracle_for(load_scenario(path, common))
     assert oracle.prior is not None and oracle.prior.split is not None
     _assert_macro_steps_equal_exact_steps(path, common)
+
+
+def test_decode_ratios_of_a_run_of_contexts_equal_each_decode_ratio(tmp_path):
+    # A macro-step reads its steps' ratios in one evaluation (decode_ratios): each must be the
+    # ratio the step-exact mode reads at that context, for a ratio following the context by
+    # the anchors' rows or slope (the GLM-5 grid), a prior's split, and a flat ratio.
+    from inferasim.anchors.loading import default_store
+    from inferasim.anchors.store import write_anchor_file
+    from inferasim.config.recipes import recipe_path
+
+    held = tmp_path / "held.json"
+    write_anchor_file(held, [r for r in default_store().records
+                             if not (r.regime.model == "minimax-m2.5" and r.regime.tp == 1)])
+    oracles = {
+        "grid": oracle_for(load_scenario(
+            REPO_ROOT / "scenarios/isl-grid/glm5-h200-vllm-fp8-mtp-tp8.yaml",
+            ["workload.isl=4096"])),
+        "split": oracle_for(load_scenario(
+            recipe_path("vllm", "mi355x", "minimax-m2.5", "mxfp4"),
+            ["model.name=minimax-m2.5", "model.weight_dtype=mxfp4", "gpu.name=mi355x",
+             "engine.name=vllm", "parallel.tp=1", f"sim.anchors={held}"])),
+        "flat": oracle_for(load_scenario(
+            REPO_ROOT / "scenarios/inferencemax/dsr1-mi355x-sglang-fp8-tp8.yaml")),
+    }
+    assert oracles["split"].prior is not None and oracles["split"].prior.split is not None
+    assert oracles["grid"]._context_rows(oracles["grid"].width) is not None
+    contexts = np.linspace(300.0, 90000.0, 57)
+    for name, oracle in oracles.items():
+        for n in (1, 7, 64):
+            run = oracle.decode_ratios(n, oracle.width, contexts)
+            one = [oracle.decode_ratio(n, oracle.width, float(c)) for c in contexts]
+            np.testing.assert_allclose(run, one, rtol=1e-12, err_msg=f"{name} n={n}")
+
+
+@pytest.mark.parametrize("one_sided", [False, True])
+@pytest.mark.parametrize("prior_slope", [0.0, 0.3])
+def test_ratio_at_each_equals_ratio_at_row_by_row(one_sided, prior_slope):
+    # Inside the sweep, past either end (trend carried, bounded, or held where the end
+    # anchors' contexts differ too much), and a one-concurrency table.
+    from inferasim.cost.ratio_table import ratio_at, ratio_at_each
+
+    rng = np.random.default_rng(3)
+    xs = np.log(np.array([4.0, 16.0, 64.0, 256.0]))
+    log_ratios = rng.normal(0.0, 0.4, size=(9, xs.size))
+    for log_ctx in (None, np.log([1000.0, 1100.0, 1200.0, 9000.0])):
+        for x in (math.log(1.0), xs[0], math.log(9.0), xs[2], xs[-1], math.log(2048.0)):
+            run = ratio_at_each(x, xs, log_ratios, log_ctx, prior_slope, one_sided)
+            one = [ratio_at(x, xs, np.exp(row), log_ctx, prior_slope, one_sided)
+                   for row in log_ratios]
+            np.testing.assert_allclose(run, one, rtol=1e-12)
+    single = log_ratios[:, :1]
+    run = ratio_at_each(math.log(50.0), xs[:1], single, None, prior_slope, one_sided)
+    np.testing.assert_allclose(run, [ratio_at(math.log(50.0), xs[:1], np.exp(r), None,
+                                              prior_slope, one_sided) for r in single],
+                               rtol=1e-12)

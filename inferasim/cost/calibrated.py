@@ -284,10 +284,11 @@ class CalibratedOracle(AnchorReading, DecodeRatios, PrefillReading):
         ranks = [c for c in contexts if c is not None and c.size]
         if self._trend_context(width, *(c[0] for c in ranks)) is None:
             return self.decode_ratio(n, width) * whole
-        # the ratio follows the context: each step's at its own, as the step-exact mode reads it
-        return whole * np.array([
-            self.decode_ratio(n, width, self._trend_context(width, *(c[k] for c in ranks)))
-            for k in range(whole.size)])
+        # the ratio follows the context: each step's at its own (the mean over the ranks'
+        # sequences, per step), as the step-exact mode reads it
+        sizes = sum(c.shape[1] for c in ranks)
+        means = sum(c.sum(axis=1) for c in ranks) / sizes
+        return whole * self.decode_ratios(n, width, means)
 
     def _group_ratio(self, batches: list[StepBatch]) -> tuple[float, bool]:
         """The ratio a group step is transported by, and whether any rank prefills."""
@@ -311,8 +312,7 @@ class CalibratedOracle(AnchorReading, DecodeRatios, PrefillReading):
         # The ratio follows the context: step j's at its own mean context, as the step-exact
         # mode reads it (one ratio for the whole run does not equal the steps it stands for).
         grow = float(np.mean(advance)) if isinstance(advance, np.ndarray) else float(advance)
-        times *= np.array([self.decode_ratio(n, width, first + j * grow)
-                           for j in range(steps)])
+        times *= self.decode_ratios(n, width, first + np.arange(steps) * grow)
         return times
 
     def _target_ceiling(self) -> KvCeiling | None:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from inferasim.cost.oracle import AnalyticOracle, StepBatch, StepCost
-from inferasim.cost.ratio_table import pooled_trend, ratio_at
+from inferasim.cost.ratio_table import pooled_trend, ratio_at, ratio_at_each
 
 if TYPE_CHECKING:
     from inferasim.cost.anchor_reading import AnchorPoint
@@ -155,6 +155,40 @@ class DecodeRatios:
         own = float(np.interp(math.log(n), logb, log_ctx))
         return r * context_factor(slope, math.log(context) - own)
 
+    def decode_ratios(self, n: int, width: int, contexts: np.ndarray) -> np.ndarray:
+        """``decode_ratio(n, width, c)`` for each of ``contexts`` (all positive), in one
+        evaluation where the ratio is a closed function of the context (a flat ratio, a
+        context slope, a prior's split): a macro-step reads one per step."""
+        if not self.calibrated or n <= 0:
+            return np.ones(contexts.size)
+        if self.prior is not None:
+            if self.prior.split is None:
+                return np.full(contexts.size, self.prior.ratio)
+            x = np.log(contexts) * SPLIT_CONTEXT_BINS_PER_E
+            k = np.floor(x)
+            bins = {int(b): self._split_at(n, width, int(b))
+                    for b in np.unique(np.concatenate([k, k + 1]))}
+            lo = np.array([bins[int(b)] for b in k])
+            hi = np.array([bins[int(b) + 1] for b in k])
+            return lo + (hi - lo) * (x - k)
+        rows = self._context_rows(width)
+        slope = self._context_slope(width)
+        if rows is not None:
+            # each batch's log ratio at every context, then across the batches at n
+            logb, _ratios, log_ctx = self._table(width)
+            lc = np.log(contexts)
+            at = np.column_stack([_log_ratios_at_contexts(xs, ys, lc, slope) for xs, ys in rows])
+            return ratio_at_each(math.log(n), logb, at, log_ctx, prior_slope=self._prior_slope,
+                                 one_sided=self._one_sided)
+        r = self.decode_ratio(n, width)
+        if not slope:
+            return np.full(contexts.size, r)
+        logb, _ratios, log_ctx = self._table(width)
+        own = float(np.interp(math.log(n), logb, log_ctx))
+        delta = np.clip(slope * (np.log(contexts) - own), -_LOG_CONTEXT_LIMIT,
+                        _LOG_CONTEXT_LIMIT)
+        return r * np.exp(delta)
+
     def _context_rows(self, width: int) -> list[tuple[list[float], list[float]]] | None:
         """Per batch of the ratio table (its order): the distinct log contexts its anchors
         ran at, ascending, and the mean log ratio at each; None where no batch was measured
@@ -220,6 +254,15 @@ def _log_context_factor(slope: float, log_ctx_delta: float) -> float:
 def context_factor(slope: float, log_ctx_delta: float) -> float:
     """The decode ratio's change ``log_ctx_delta`` away from the anchors' context."""
     return math.exp(_log_context_factor(slope, log_ctx_delta))
+
+
+def _log_ratios_at_contexts(xs: list[float], ys: list[float], lc: np.ndarray,
+                            slope: float) -> np.ndarray:
+    """``_log_ratio_at_context`` at each of the log contexts ``lc``."""
+    inside = np.interp(lc, xs, ys) if len(xs) > 1 else np.full(lc.size, ys[0])
+    below = ys[0] + np.clip(slope * (lc - xs[0]), -_LOG_CONTEXT_LIMIT, _LOG_CONTEXT_LIMIT)
+    above = ys[-1] + np.clip(slope * (lc - xs[-1]), -_LOG_CONTEXT_LIMIT, _LOG_CONTEXT_LIMIT)
+    return np.where(lc < xs[0], below, np.where(lc > xs[-1], above, inside))
 
 
 def _log_ratio_at_context(xs: list[float], ys: list[float], lc: float, slope: float) -> float:

@@ -93,3 +93,29 @@ def ratio_at(x: float, xs: np.ndarray, ratios: np.ndarray,
         slope = 0.0
     bound = math.log(EXTRAPOLATION_LIMIT)
     return float(np.exp(end + float(np.clip(slope * (x - x_end), -bound, bound))))
+
+
+def ratio_at_each(x: float, xs: np.ndarray, log_ratios: np.ndarray,
+                  log_ctx: np.ndarray | None = None, prior_slope: float = 0.0,
+                  one_sided: bool = False) -> np.ndarray:
+    """``ratio_at(x, xs, exp(row), ...)`` for each row of ``log_ratios`` (one row of log
+    ratios per batch of ``xs``, e.g. the batches' ratios read at each step's context), in one
+    evaluation: the same interpolation, end trend and bounds, row by row."""
+    logr = np.atleast_2d(np.asarray(log_ratios, dtype=np.float64))
+    if xs.size > 1 and xs[0] <= x <= xs[-1]:
+        k = min(int(np.searchsorted(xs, x, side="right")) - 1, xs.size - 2)
+        w = (x - xs[k]) / (xs[k + 1] - xs[k])
+        return np.exp(logr[:, k] + (logr[:, k + 1] - logr[:, k]) * w)
+    i, j = (0, 1) if x < xs[0] else (-2, -1)
+    end_at = i if x < xs[0] else j
+    if xs.size == 1:
+        i = j = end_at = 0
+    end, x_end = logr[:, end_at], xs[end_at]
+    if xs.size == 1 or (log_ctx is not None and trend_held(log_ctx, i, j)):
+        slope = np.full(logr.shape[0], prior_slope)
+    else:
+        slope = (logr[:, j] - logr[:, i]) / (xs[j] - xs[i])
+    if one_sided:
+        slope = np.where(slope * (x - x_end) < 0, 0.0, slope)
+    bound = math.log(EXTRAPOLATION_LIMIT)
+    return np.exp(end + np.clip(slope * (x - x_end), -bound, bound))
