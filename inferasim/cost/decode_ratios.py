@@ -6,7 +6,6 @@ context (``_context_slope``, ``_context_rows``)."""
 
 from __future__ import annotations
 
-import bisect
 import math
 from typing import TYPE_CHECKING
 
@@ -102,14 +101,6 @@ class DecodeRatios:
         return [(*self._step_split(self._oracles[p.regime_key], p.batch, p.context,
                                    self.width), p.measured_s) for p in self.points]
 
-    def _split_ratio(self, n: int, width: int, context: float) -> float:
-        """A prior's split ratio for ``n`` sequences at ``context``: interpolated in log
-        context between the two grid contexts around it (SPLIT_CONTEXT_BINS_PER_E)."""
-        x = math.log(context) * SPLIT_CONTEXT_BINS_PER_E
-        k = math.floor(x)
-        lo, hi = self._split_at(n, width, k), self._split_at(n, width, k + 1)
-        return lo + (hi - lo) * (x - k)
-
     def _split_at(self, n: int, width: int, k: int) -> float:
         key = (n, width, k)
         r = self._split_ratios.get(key)
@@ -126,34 +117,19 @@ class DecodeRatios:
         width = self.width if width is None else width
         if not self.calibrated or n <= 0:
             return 1.0
-        if self.prior is not None:
-            if self.prior.split is None or context is None or context <= 0:
-                return self.prior.ratio
-            return self._split_ratio(n, width, context)
-        key = (n, width)
-        r = self._ratio_cache.get(key)
-        if r is None:
-            r = ratio_at(math.log(n), *self._table(width), prior_slope=self._prior_slope,
-                         one_sided=self._one_sided)
-            self._ratio_cache[key] = r
-        if context is None or context <= 0:
+        if self.prior is not None and (self.prior.split is None or context is None
+                                       or context <= 0):
+            return self.prior.ratio
+        if self.prior is None and (context is None or context <= 0):
+            key = (n, width)
+            r = self._ratio_cache.get(key)
+            if r is None:
+                r = ratio_at(math.log(n), *self._table(width), prior_slope=self._prior_slope,
+                             one_sided=self._one_sided)
+                self._ratio_cache[key] = r
             return r
-        slope = self._context_slope(width)
-        rows = self._context_rows(width)
-        if rows is not None:
-            # some batch was measured at several contexts: each batch's ratio read at this
-            # context (between its own contexts, interpolated), then across the batches
-            logb, _ratios, log_ctx = self._table(width)
-            lc = math.log(context)
-            at = np.exp([_log_ratio_at_context(xs, ys, lc, slope) for xs, ys in rows])
-            return ratio_at(math.log(n), logb, at, log_ctx, prior_slope=self._prior_slope,
-                            one_sided=self._one_sided)
-        if not slope:
-            return r
-        logb, _ratios, log_ctx = self._table(width)
-        # the anchors' mean context at this batch, interpolated in log batch like the ratio
-        own = float(np.interp(math.log(n), logb, log_ctx))
-        return r * context_factor(slope, math.log(context) - own)
+        # at a context: the run's evaluation for a run of one (one implementation of both)
+        return float(self.decode_ratios(n, width, np.array([float(context)]))[0])
 
     def decode_ratios(self, n: int, width: int, contexts: np.ndarray) -> np.ndarray:
         """``decode_ratio(n, width, c)`` for each of ``contexts`` (all positive), in one
@@ -246,32 +222,12 @@ class DecodeRatios:
         return slope
 
 
-def _log_context_factor(slope: float, log_ctx_delta: float) -> float:
-    """log ``context_factor``: scalar min/max, as it is read at every step of a macro-step."""
-    return min(_LOG_CONTEXT_LIMIT, max(-_LOG_CONTEXT_LIMIT, slope * log_ctx_delta))
-
-
-def context_factor(slope: float, log_ctx_delta: float) -> float:
-    """The decode ratio's change ``log_ctx_delta`` away from the anchors' context."""
-    return math.exp(_log_context_factor(slope, log_ctx_delta))
-
-
 def _log_ratios_at_contexts(xs: list[float], ys: list[float], lc: np.ndarray,
                             slope: float) -> np.ndarray:
-    """``_log_ratio_at_context`` at each of the log contexts ``lc``."""
+    """One batch's log decode ratio at each log context ``lc``: interpolated between the two
+    of its measured contexts ``xs`` (log ratios ``ys``) around it; outside them, the nearest
+    one's carried by the context slope, bounded to CONTEXT_RATIO_LIMIT."""
     inside = np.interp(lc, xs, ys) if len(xs) > 1 else np.full(lc.size, ys[0])
     below = ys[0] + np.clip(slope * (lc - xs[0]), -_LOG_CONTEXT_LIMIT, _LOG_CONTEXT_LIMIT)
     above = ys[-1] + np.clip(slope * (lc - xs[-1]), -_LOG_CONTEXT_LIMIT, _LOG_CONTEXT_LIMIT)
     return np.where(lc < xs[0], below, np.where(lc > xs[-1], above, inside))
-
-
-def _log_ratio_at_context(xs: list[float], ys: list[float], lc: float, slope: float) -> float:
-    """One batch's log decode ratio at log context ``lc``: interpolated between the two of
-    its measured contexts ``xs`` (log ratios ``ys``) around ``lc``; outside them, the nearest
-    one's carried by the context slope (bounded, ``context_factor``)."""
-    if len(xs) > 1 and xs[0] <= lc <= xs[-1]:
-        k = min(bisect.bisect_right(xs, lc), len(xs) - 1)
-        x0, x1 = xs[k - 1], xs[k]
-        return ys[k - 1] + (ys[k] - ys[k - 1]) * (lc - x0) / (x1 - x0)
-    end = 0 if lc < xs[0] else -1
-    return ys[end] + _log_context_factor(slope, lc - xs[end])
