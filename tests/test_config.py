@@ -213,3 +213,28 @@ def test_a_yaml_file_is_read_again_when_its_text_changes_and_never_shared(tmp_pa
     path.write_text("a: [2\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
         read_yaml_mapping(path)
+
+
+@pytest.mark.parametrize("sets, key, words", [
+    # vLLM's --enable-expert-parallel makes one EP group of the whole instance
+    (["engine.name=vllm", "parallel.tp=8", "parallel.ep=4"], "parallel.ep",
+     "expected parallel.ep 1 or 8"),
+    (["engine.name=vllm", "topology.kind=disaggregated", "topology.prefill.parallel.tp=8",
+      "topology.prefill.parallel.ep=4"], "topology.prefill.parallel.ep",
+     "expected parallel.ep 1 or 8"),
+    # TensorRT-LLM's enable_attention_dp gives every rank its own attention
+    (["engine.name=trt", "parallel.tp=8", "parallel.ep=8", "parallel.dp_attention=2"],
+     "parallel.dp_attention", "expected parallel.dp_attention 1 or 8"),
+    (["engine.name=trt", "topology.kind=disaggregated", "topology.decode.parallel.tp=8",
+      "topology.decode.parallel.dp_attention=4"], "topology.decode.parallel.dp_attention",
+     "expected parallel.dp_attention 1 or 8"),
+])
+def test_layouts_an_engine_cannot_launch_are_refused_for_a_deployment_and_a_pool(
+        sets, key, words):
+    base = ["model.name=deepseek-r1", "gpu.name=b200", "parallel.tp=8"]
+    with pytest.raises(ConfigError) as err:
+        load_scenario(None, base + sets)
+    assert err.value.key == key and words in err.value.message
+    # the layouts they do launch
+    load_scenario(None, base + ["engine.name=vllm", "parallel.ep=8"])
+    load_scenario(None, base + ["engine.name=trt", "parallel.ep=8", "parallel.dp_attention=8"])

@@ -10,12 +10,30 @@ def _fail(message: str, key: str, origins: dict[str, str], path: str) -> ConfigE
     return ConfigError(message, file=origins.get(key, path), key=key)
 
 
+def _check_engine_layout(scenario: Scenario, origins: dict[str, str], path: str) -> None:
+    """The layouts an engine has no launch flags for (a whole deployment's or one pool's)."""
+    name, par = scenario.engine.name, scenario.parallel
+    if name == "trt" and par.dp_attention not in (1, par.tp):
+        # enable_attention_dp gives every one of the tp_size ranks its own attention group
+        # (attention TP 1); there is no middle layout to launch
+        raise _fail(f"TensorRT-LLM's attention DP runs every rank apart: expected "
+                    f"parallel.dp_attention 1 or {par.tp} (the tp), got {par.dp_attention}",
+                    "parallel.dp_attention", origins, path)
+    if name == "vllm" and par.ep not in (1, par.tp):
+        # --enable-expert-parallel spreads the experts over every GPU of the instance (its
+        # TP x DP group flattened into one EP group); there is no smaller EP group to launch
+        raise _fail(f"vLLM's expert parallelism spans the whole instance: expected "
+                    f"parallel.ep 1 or {par.tp} (the tp), got {par.ep}",
+                    "parallel.ep", origins, path)
+
+
 def check_layout(scenario: Scenario, origins: dict[str, str], path: str, *,
                  check_fit: bool = True) -> None:
     model, par = scenario.model, scenario.parallel
     if par.tp % par.dp_attention:
         raise _fail(f"attention-DP size {par.dp_attention} must divide parallel.tp={par.tp}",
                     "parallel.dp_attention", origins, path)
+    _check_engine_layout(scenario, origins, path)
     attn_tp = par.attn_tp
     if model.num_attention_heads % attn_tp:
         raise _fail(f"attention TP {attn_tp} (tp / dp_attention) must divide the "

@@ -106,14 +106,6 @@ def resolve(data: dict[str, Any], origins: dict[str, str], path: str, *,
             key="engine.chunked_prefill_size")
     if derived:
         scenario = attrs.evolve(scenario, engine=attrs.evolve(engine, **derived))
-    dpa = spec.parallel.dp_attention
-    if engine.name == "trt" and dpa not in (1, spec.parallel.tp):
-        # enable_attention_dp gives every one of the tp_size ranks its own attention group
-        # (attention TP 1); there is no middle layout to launch
-        raise ConfigError(f"TensorRT-LLM's attention DP runs every rank apart: expected "
-                          f"parallel.dp_attention 1 or {spec.parallel.tp} (the tp), got {dpa}",
-                          file=_origin(origins, "parallel.dp_attention", path),
-                          key="parallel.dp_attention")
     if engine.scheduler_recv_interval > 1:
         if not engine.name.endswith("sglang"):
             raise ConfigError(f"a scheduler receive interval is SGLang's; {engine.name} reads "
