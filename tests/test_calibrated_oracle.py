@@ -1006,3 +1006,11 @@ def test_ratio_at_each_equals_ratio_at_row_by_row(one_sided, prior_slope):
     np.testing.assert_allclose(run, [ratio_at(math.log(50.0), xs[:1], np.exp(r), None,
                                               prior_slope, one_sided) for r in single],
                                rtol=1e-12)
+
+
+def test_decode_ratios_read_an_empty_context_at_the_anchors_own():
+    oracle = oracle_for(load_scenario(
+        REPO_ROOT / "scenarios/isl-grid/glm5-h200-vllm-fp8-mtp-tp8.yaml", ["workload.isl=4096"]))
+    run = oracle.decode_ratios(8, oracle.width, np.array([0.0, 5000.0, -1.0]))
+    assert run[0] == run[2] == oracle.decode_ratio(8, oracle.width)
+    assert run[1] == pytest.approx(oracle.decode_ratio(8, oracle.width, 5000.0), rel=1e-12)

@@ -132,11 +132,18 @@ class DecodeRatios:
         return float(self.decode_ratios(n, width, np.array([float(context)]))[0])
 
     def decode_ratios(self, n: int, width: int, contexts: np.ndarray) -> np.ndarray:
-        """``decode_ratio(n, width, c)`` for each of ``contexts`` (all positive), in one
-        evaluation where the ratio is a closed function of the context (a flat ratio, a
-        context slope, a prior's split): a macro-step reads one per step."""
+        """``decode_ratio(n, width, c)`` for each of ``contexts``, in one evaluation: a
+        macro-step reads one per step. An empty context (none resident) reads the ratio at
+        the anchors' own context, as ``decode_ratio`` without one does."""
         if not self.calibrated or n <= 0:
             return np.ones(contexts.size)
+        contexts = np.asarray(contexts, dtype=np.float64)
+        if np.any(contexts <= 0):
+            out = np.full(contexts.size, self.decode_ratio(n, width))
+            fed = contexts > 0
+            if fed.any():
+                out[fed] = self.decode_ratios(n, width, contexts[fed])
+            return out
         if self.prior is not None:
             if self.prior.split is None:
                 return np.full(contexts.size, self.prior.ratio)
