@@ -130,6 +130,12 @@ def test_every_layer_adds_its_latency_to_each_step_whatever_the_batch():
       "speculative.draft_tokens=3"], True),
     (["model.name=gpt-oss-120b", "gpu.name=h100"], False),  # windowed layers: through step()
     (["scenarios/inferencemax/dsr1-b200-sglang-fp8-tp8.yaml"], True),  # by its own anchors
+    # attention not linear in its work: compressed (V4, a prior) and selected (GLM-5, MTP)
+    (["model.name=deepseek-v4-pro", "gpu.name=b200", "parallel.tp=8",
+      "engine.name=sglang"], True),
+    (["scenarios/inferencemax/dsr1-b200-sglang-fp8-tp8.yaml", "model.name=glm-5",
+      "speculative.method=mtp", "speculative.draft_tokens=2",
+      "speculative.acceptance=0.7"], True),
 ])
 def test_step_seconds_equals_the_step_with_its_breakdown(overrides, anchored):
     """The engine prices steps without building breakdowns: the same seconds, any mix of
