@@ -46,7 +46,7 @@ METRICS = (
     ("storage_hit_rate", "storage tier hit rate", True),
     ("preemptions", "preemptions", False),
     ("gpus", "GPUs", None),
-    ("kv_pool_tokens", "KV pool per instance (tokens)", None),
+    ("kv_pool_tokens", "KV pool per scheduler (tokens)", None),
     ("price_per_gpu_hour", "price (USD per GPU-hour)", None),
     ("cost_per_mtok_output_usd", "cost per M output tokens (USD)", False),
     ("cost_per_mtok_usd", "cost per M tokens (USD)", False),

@@ -20,7 +20,7 @@ SUMMARY_ROWS = (
     ("prefix hit rate", "prefix_hit_rate", "{:.1%}"),
     ("first admission: GPU / host / storage hits",
      ("first_admission_hit_rate", "host_hit_rate", "storage_hit_rate"), "{:.1%}"),
-    ("KV pool (tokens)", "kv_pool_tokens", "{:,d}"),
+    ("KV pool per scheduler (tokens)", "kv_pool_tokens", "{:,d}"),
     ("preemptions", "preemptions", "{:d}"),
     ("evicted tokens", "evictions_tokens", "{:,d}"),
 )
@@ -63,7 +63,7 @@ def summary_table(summary: dict[str, Any], title: str) -> str:
     if summary.get("prefill_kv_pool_tokens") is not None:
         lines.append(f"{'KV pool, prefill (tokens)':<{width}}  "
                      f"{summary['prefill_kv_pool_tokens']:,d} (the row above: a decode "
-                     "instance's)")
+                     "scheduler's)")
     group = summary.get("lockstep_group")
     if group:
         how = ("apart, each at its own batch" if group == 1 else
