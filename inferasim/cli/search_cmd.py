@@ -59,7 +59,7 @@ def search(scenario, overrides, gpus, sla_items, objective, space_items, margin,
     --sla: every candidate priced in closed form, the promising ones replayed."""
     from inferasim.anchors.loading import scenario_store
     from inferasim.search import report
-    from inferasim.search.economics import parse_prices
+    from inferasim.search.economics import parse_prices, unpriced_parts
     from inferasim.search.run import DEFAULT_AUDIT, DEFAULT_MARGIN
     from inferasim.search.run import search as run_search
     from inferasim.search.sla import Sla
@@ -82,9 +82,7 @@ def search(scenario, overrides, gpus, sla_items, objective, space_items, margin,
     for cand in space.candidates:
         knobs.check(cand.scenario)
     if objective == "cost_per_mtok":
-        missing = sorted({c.scenario.gpu.name for c in space.candidates
-                          if c.scenario.gpu.price_per_gpu_hour is None
-                          and c.scenario.gpu.name not in prices})
+        missing = unpriced_parts((c.scenario for c in space.candidates), prices)
         if missing:
             raise ConfigError(f"no sourced GPU-hour price for {', '.join(missing)} in the "
                               f"catalog: give one with --price {missing[0]}=USD", key="--price")

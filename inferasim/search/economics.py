@@ -61,6 +61,12 @@ def missing_price(scenario: Scenario, prices: Mapping[str, float]) -> str | None
     return f"no price for {name}: pass --price {name}=USD"
 
 
+def unpriced_parts(scenarios, prices: Mapping[str, float]) -> list[str]:
+    """The parts among ``scenarios`` with no GPU-hour price (neither the catalog's nor one
+    in ``prices``), sorted."""
+    return sorted({sc.gpu.name for sc in scenarios if missing_price(sc, prices)})
+
+
 def cost_per_mtok(price_per_gpu_hour: float | None, gpus: int, tok_s: float) -> float:
     """USD per million tokens: ``gpus`` GPU-hours at the price buy ``tok_s x 3600`` tokens
     (NaN when the price or the throughput is unknown)."""

@@ -23,7 +23,7 @@ from inferasim.arch.layout import reservation_problem, serving_caveat
 from inferasim.config.loader import scenario_to_dict
 from inferasim.report import strict_json
 from inferasim.report.atomic import RESULT_MARKER, atomic_dir
-from inferasim.search.economics import missing_price
+from inferasim.search.economics import unpriced_parts
 from inferasim.search.replay import FAILED
 from inferasim.search.run import REPRIEVED, SearchResult, pareto
 from inferasim.search.sla import OBJECTIVES, Sla
@@ -132,8 +132,7 @@ def reservation_note(result: SearchResult) -> str | None:
 def price_note(result: SearchResult, prices: Mapping[str, float]) -> str | None:
     """One line when some candidates' parts have no GPU-hour price (neither the catalog's nor
     a ``--price``): their cost per million tokens is unknown, not zero."""
-    missing = sorted({c.scenario.gpu.name for c in result.candidates
-                      if missing_price(c.scenario, prices)})
+    missing = unpriced_parts((c.scenario for c in result.candidates), prices)
     if not missing:
         return None
     return (f"$/Mtok unknown for {', '.join(missing)}: no sourced GPU-hour price in the "
