@@ -139,7 +139,7 @@ def attention_pricer(gpu: GpuSpec, *, phase: str, attn_tp: int, kv_bytes_divisor
                                 indexer_cost_scale=indexer_cost_scale),
         selection_scale=(gpu.sparse_prefill_cost_scale if phase == "prefill" else 1.0)
         * selection_pad,
-        kv_bandwidth=bw * kv_bytes_divisor, bandwidth=bw * 1.0,
+        kv_bandwidth=bw * kv_bytes_divisor, bandwidth=bw,
         roofline=phase == "decode" or (dpa_roofline and phase == "dpa-decode"))
 
 

@@ -286,8 +286,7 @@ class CalibratedOracle(AnchorReading, DecodeRatios, PrefillReading):
             return self.decode_ratio(n, width) * whole
         # the ratio follows the context: each step's at its own (the mean over the ranks'
         # sequences, per step), as the step-exact mode reads it
-        sizes = sum(c.shape[1] for c in ranks)
-        means = sum(c.sum(axis=1) for c in ranks) / sizes
+        means = sum(c.sum(axis=1) for c in ranks) / n
         return whole * self.decode_ratios(n, width, means)
 
     def _group_ratio(self, batches: list[StepBatch]) -> tuple[float, bool]:

@@ -389,7 +389,8 @@ class AnalyticOracle:
     def group_decode_steps(self, contexts: list[np.ndarray | None], width: int) -> np.ndarray:
         """``step_group_seconds`` of consecutive decode-only group steps, one per row of the
         busy ranks' context matrices (``None``: an idle rank), each equal to the single
-        step's price: the same operations per step, a row's sum as its 1-D sum."""
+        step's price (linear attention: the same operations per step; otherwise each rank's
+        matrix evaluated at once, equal to the last bits)."""
         steps = next(c.shape[0] for c in contexts if c is not None)
         tokens = samples = 0.0
         n_decode = 0

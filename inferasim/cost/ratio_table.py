@@ -79,20 +79,8 @@ def ratio_at(x: float, xs: np.ndarray, ratios: np.ndarray,
     mixes the batch's effect with the context's) ``prior_slope`` is carried instead: 0 holds
     the end ratio flat. ``one_sided``: a trend that would lower the ratio past the end is held
     flat instead (see the note on EXTRAPOLATION_LIMIT)."""
-    logr = np.log(ratios)
-    if xs.size > 1 and xs[0] <= x <= xs[-1]:
-        return float(np.exp(np.interp(x, xs, logr)))
-    i, j = (0, 1) if x < xs[0] else (-2, -1)
-    if xs.size == 1 or (log_ctx is not None and trend_held(log_ctx, i, j)):
-        slope = prior_slope
-    else:
-        slope = (logr[j] - logr[i]) / (xs[j] - xs[i])
-    end = logr[i] if x < xs[0] else logr[j]
-    x_end = xs[i] if x < xs[0] else xs[j]
-    if one_sided and slope * (x - x_end) < 0:
-        slope = 0.0
-    bound = math.log(EXTRAPOLATION_LIMIT)
-    return float(np.exp(end + float(np.clip(slope * (x - x_end), -bound, bound))))
+    return float(ratio_at_each(x, xs, np.log(np.asarray(ratios, dtype=np.float64)),
+                               log_ctx, prior_slope, one_sided)[0])
 
 
 def ratio_at_each(x: float, xs: np.ndarray, log_ratios: np.ndarray,
