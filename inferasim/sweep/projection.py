@@ -557,7 +557,7 @@ def shared_oracle(scenario: Scenario, knobs: Knobs, oracles: dict | None, *,
     """``oracle_for``, remembered in ``oracles`` (when given) for every scenario that differs
     from this one only in its number of clients: an oracle reads the deployment, its anchors
     and the workload's lengths, never the load (a search projects each deployment at every
-    rung of its ladder; tests/test_projection.py holds the oracles equal)."""
+    rung of its ladder; tests/test_projection_disagg.py holds the projections equal)."""
     from inferasim.cost.calibrated import oracle_for
 
     if oracles is None:
