@@ -138,3 +138,44 @@ def test_without_max_tokens_an_answer_ends_at_the_servers_context():
     assert any(r.spec.prompt_tokens + r.spec.output_tokens == 6000 for r in served)  # cut
     refused = [r.failed for r in result.requests if r.failed]
     assert refused and all("leaves no room for its answer" in f for f in refused)
+
+
+def _live(rid: int, blocks: int, first_key: int):
+    import numpy as np
+    import simpy
+
+    from inferasim.serve.live import LiveRequest
+    from inferasim.workload.request import RequestSpec
+
+    spec = RequestSpec(prompt_tokens=blocks * 16, output_tokens=8, block_tokens=16,
+                       keys=np.arange(first_key, first_key + blocks, dtype=np.int64))
+    return LiveRequest(rid, spec, 0.0, simpy.Environment().event())
+
+
+def test_a_head_blocked_by_preallocated_pages_is_named_a_stall_not_a_request_past_the_pool():
+    # A disaggregated vLLM decode instance: two requests hold their transferred prompts'
+    # pages while a preempted one (private pages 0) heads the queue and fits the pool only
+    # once they have run. Nothing runs, so the replay refuses the head; its reason must say
+    # the pool is held, not that the request is longer than the pool (a 30-block request
+    # was "refused" from a 40-block pool with "the pool holds 640").
+    import simpy
+
+    from inferasim.cost.oracle import AnalyticOracle
+    from inferasim.serve.engine import EngineInstance
+    from inferasim.serve.kv_manager import KVManager
+
+    sc = load_scenario(None, ["engine.name=vllm", "engine.page_size=16"])
+    kv = KVManager(40 * 16, 16, 16, sc.engine.eviction_policy, True)
+    eng = EngineInstance(simpy.Environment(), sc, AnalyticOracle(sc), kv, driven=True)
+    held = [_live(2, 15, 200), _live(3, 15, 400)]
+    for req in held:
+        assert kv.preallocate(req, 0)
+    head = _live(1, 30, 0)
+    eng.waiting.extend([head, *held])
+    eng.form_step(0.0)
+    assert head.failed.startswith("stalled at the head of the queue")
+    assert "480 held by 2 waiting request(s)' preallocated pages" in head.failed
+    # longer than the whole pool: the plain refusal
+    alone = KVManager(40 * 16, 16, 16, sc.engine.eviction_policy, True)
+    assert alone.refusal(41 * 16, holders=2) == "needs 656 tokens of KV; the pool holds 640"
+    assert alone.refusal(30 * 16) == "needs 480 tokens of KV; the pool holds 640"

@@ -343,7 +343,8 @@ class EngineCore:
     def _refuse(self, req: LiveRequest) -> None:
         self.waiting.remove(req)
         self._load_moved()
-        req.failed = self.kv.refusal(req.target)
+        req.failed = self.kv.refusal(req.target,
+                                     holders=sum(1 for r in self.waiting if r.private))
         self._done(req)
 
     def _finish(self, req: LiveRequest, now: float) -> None:

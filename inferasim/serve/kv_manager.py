@@ -37,9 +37,20 @@ class KVManager:
         # hits before it pulls the rest: get_num_new_matched_tokens, engines.md 6)
         self.prealloc_matches = False
 
-    def refusal(self, tokens: int, pool: str = "pool") -> str:
-        """Why a request of ``tokens`` context can never be admitted into this pool."""
+    def refusal(self, tokens: int, pool: str = "pool", holders: int = 0) -> str:
+        """Why a request of ``tokens`` context cannot be admitted into this pool with nothing
+        running. Either it is longer than the pool, or ``holders`` requests waiting behind it
+        hold their preallocated pages (a disaggregated decode instance's transferred
+        prompts), which only running them would free: a head-of-line stall, where the
+        engine's arrival-order queue would wait for ever (vLLM's FCFS scheduler stops at a
+        head it cannot allocate)."""
         windows = f" (+{self.window} for its bounded windows)" if self.window else ""
+        if tokens + self.window <= self.pool.capacity and holders:
+            return (f"stalled at the head of the queue: needs {tokens} tokens of KV{windows}, "
+                    f"{self.available} of the {pool}'s {self.pool.capacity} free or evictable, "
+                    f"{self.pool.private} held by {holders} waiting request(s)' preallocated "
+                    "pages that only running them would free (refused here; an arrival-order "
+                    "queue would wait for ever)")
         return f"needs {tokens} tokens of KV{windows}; the {pool} holds {self.pool.capacity}"
 
     def pages(self, tokens: float) -> int:
