@@ -177,11 +177,38 @@ def test_disaggregated_projects_its_pools():
     assert len(pool) == 1 and "capacity" in pool[0] and "KV transfer" in pool[0]
 
 
-def test_agentic_lanes_are_refused():
-    result = _invoke("--no-replay", "--set", "workload.format=sessions")
-    assert result.exit_code == 2, result.output
-    assert "workload.format" in result.output and "inferasim run" in result.output
-    assert len(result.output.strip().splitlines()) == 1
+def test_agentic_lanes_are_projected_and_fall_off_their_kv_cliff_with_the_replay():
+    """The lanes of a sessions workload are projected as closed-loop sessions (each tree
+    instance's turns in order, LaneDriver.lane_sessions). On the bundled agentic trace the
+    replay holds its lanes' histories at 2 lanes and loses them at 16; the projection
+    falls off between the same rungs."""
+    from inferasim.report.run_report import replay_summary
+    from inferasim.serve.simulation import simulate
+
+    path = "scenarios/agentic-quickstart.yaml"
+    low, high = (load_scenario(path, [f"workload.concurrency={c}", f"engine.max_num_seqs={c}"])
+                 for c in (2, 16))
+    held, lost = project(low), project(high)
+    assert held["workload"]["requests_sampled"] > 100
+    assert held["prefix_hit_rate"] > 0.8 and lost["prefix_hit_rate"] < 0.2
+    replayed = replay_summary(simulate(high))[1]
+    assert replayed["prefix_hit_rate"] < 0.2
+    assert lost["output_tok_s"] == pytest.approx(replayed["output_tok_s"], rel=0.3)
+
+
+def test_che_keeps_the_histories_younger_than_the_time_that_fills_the_room():
+    from inferasim.sweep.projection import closed_loop_kept
+
+    ages = np.array([1.0, 2.0, 4.0, 8.0])
+    held = np.full(4, 100.0)
+    # all fit: rate x mean(held x age) = 1 x 375 <= 400
+    assert closed_loop_kept(ages, held, 1.0, 400.0).tolist() == [1, 1, 1, 1]
+    # equal ages beyond the room: the cyclic sweep, none kept
+    assert closed_loop_kept(np.full(4, 5.0), held, 1.0, 400.0).tolist() == [0, 0, 0, 0]
+    # room 200: occupancy(T) = (100 + 200 + 100 T + 100 T) / 4 at 2 <= T <= 4, = 200 at T = 2.5
+    kept = closed_loop_kept(ages, held, 1.0, 200.0)
+    assert kept.tolist() == [1, 1, 0, 0]
+    assert closed_loop_kept(ages, held, 1.0, 0.0).tolist() == [0, 0, 0, 0]
 
 
 def test_resident_tokens_override_the_sampled_session_size():

@@ -80,6 +80,9 @@ class WorkloadMoments:
     # The mean prompt + max_tokens over the requests, where every client sends max_tokens;
     # None where they send none (an engine then deduces it from its longest request).
     sent_sequence: float | None = None
+    # Per sampled request: what its session held in the cache while its client was away (the
+    # previous turn's prompt and output; 0 for a session's first request). None: open loop.
+    histories: np.ndarray | None = None
 
     @property
     def hit_ideal(self) -> float:
@@ -194,6 +197,38 @@ def _cached_blocks(specs: list, outputs: bool = True) -> tuple[np.ndarray, np.nd
     return shared, private
 
 
+def closed_loop_kept(ages: np.ndarray, held: np.ndarray, rate: float,
+                     room: float) -> np.ndarray:
+    """Per request (1 or 0): whether an LRU cache of ``room`` tokens still holds its
+    session's history when it returns, ``ages[r]`` seconds after the history was last
+    touched, by Che's approximation: histories are kept while younger than the
+    characteristic time T at which the history tokens waiting in the cache, returns at
+    ``rate`` a second each holding ``held[r]`` tokens for min(age, T), fill the room. A
+    history never waits longer than its age, so a room holding them all keeps all."""
+    n = ages.size
+    if n == 0:
+        return np.ones(0)
+    need = rate * float(np.sum(held * ages)) / n
+    if need <= room:
+        return np.ones(n)
+    if room <= 0 or rate <= 0:
+        return np.zeros(n)
+    # occupancy(T) = rate / n x (sum of held x age over ages < T + T x held over ages >= T):
+    # piecewise linear and increasing in T; find where it reaches the room
+    order = np.argsort(ages, kind="stable")
+    a, h = ages[order], held[order]
+    below = np.concatenate(([0.0], np.cumsum(h * a)))      # ages before index i
+    above = np.concatenate((np.cumsum(h[::-1])[::-1], [0.0]))  # held from index i on
+    target = room * n / rate
+    # at T = a[i] the occupancy is below[i] + a[i] x above[i]
+    at = below[:-1] + a * above[:-1]
+    i = int(np.searchsorted(at, target, side="right"))   # first age whose occupancy passes
+    if i >= n:
+        return np.ones(n)
+    t = (target - below[i]) / above[i] if above[i] > 0 else a[i]
+    return (ages < t).astype(np.float64)
+
+
 def workload_moments(scenario: Scenario, sample: int = SAMPLE_REQUESTS) -> WorkloadMoments:
     """Draw ``sample`` requests from the scenario's workload generator and reduce them.
 
@@ -205,11 +240,6 @@ def workload_moments(scenario: Scenario, sample: int = SAMPLE_REQUESTS) -> Workl
     wl = scenario.workload
     rng = np.random.default_rng([wl.seed, sum(b"projection")])
     source = workload_source(scenario, rng)
-    if getattr(source, "driver", False):
-        raise ConfigError(f"the projection samples closed-loop sessions or stamped arrivals; "
-                          f"the lanes of a {wl.format} workload (subagents, paced sessions) "
-                          "are replayed only: use 'inferasim run'", file=scenario.path,
-                          key="workload.format")
     specs: list[tuple[float, Any]] = []     # (think_s, RequestSpec)
     arrivals: list[float] = []
     rate = None
@@ -230,6 +260,11 @@ def workload_moments(scenario: Scenario, sample: int = SAMPLE_REQUESTS) -> Workl
             rate = recorded() / (source.warmup_s + source.duration_s)
         else:
             rate = len(specs) / max(last, 1e-9)
+    elif getattr(source, "driver", False):
+        # lanes: every request their trees would send in the duration, each tree instance a
+        # session whose turns follow one another (LaneDriver.lane_sessions)
+        for session in source.lane_sessions():
+            specs.extend((turn.think_s, turn.request) for turn in session.turns)
     else:
         while len(specs) < sample:
             session = source.next_session()
@@ -244,9 +279,13 @@ def workload_moments(scenario: Scenario, sample: int = SAMPLE_REQUESTS) -> Workl
     # What a thinking client's session holds: its previous turn's prompt and output.
     last_context: dict[int, int] = {}
     idle = []
-    for think, spec in specs:
-        if spec.session in last_context and think > 0:
-            idle.append(last_context[spec.session])
+    histories = np.zeros(len(specs))
+    for r, (think, spec) in enumerate(specs):
+        held = last_context.get(spec.session)
+        if held is not None:
+            histories[r] = held
+            if think > 0:
+                idle.append(held)
         last_context[spec.session] = spec.prompt_tokens + spec.output_tokens
     p = np.asarray(prompts, dtype=np.float64)
     o = np.asarray(outputs, dtype=np.float64)
@@ -268,7 +307,8 @@ def workload_moments(scenario: Scenario, sample: int = SAMPLE_REQUESTS) -> Workl
         reuse_prompts=_reuse_ages(requests, times, sh_p, pr_p, outputs=False)
         if times is not None else None,
         sent_sequence=float(np.mean([r.prompt_tokens + r.max_tokens for r in requests]))
-        if all(r.max_tokens is not None for r in requests) else None)
+        if all(r.max_tokens is not None for r in requests) else None,
+        histories=histories if times is None else None)
 
 
 def _representatives(prompts: np.ndarray, cached: np.ndarray) -> list[tuple[float, float]]:
@@ -626,6 +666,7 @@ def project(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
     # --workload-resident-tokens gives the length-biased resident mean measured on the real
     # trace, so that a sampling error in the session model is not read as an admission one.
     idle_context = scenario.workload.resident_tokens or m.idle_context
+    idle_scale = idle_context / m.idle_context if m.idle_context > 0 else 1.0
     retention = affinity
     horizon = math.inf  # an open loop's cache: Che's characteristic time (s)
     cached = (m.reuse.cached_within(horizon, affinity) if m.reuse is not None
@@ -652,11 +693,14 @@ def project(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
             new_cached = m.reuse.cached_within(horizon, affinity)
             new = float(new_cached.sum() / max(m.hit_ideal * m.prompts.sum(), 1e-9))
         else:
-            # Idle sessions keep their history only while the pool has room beside the
-            # running batch and the shared prefixes; LRU drops the rest.
-            need = st.x * m.think_mean_s * idle_context
-            new = affinity * (1.0 if need <= room or need <= 0 else room / need)
-            new_cached = m.shared_tokens + new * m.private_tokens
+            # A session's history waits in the cache, evictable, from its previous turn's end
+            # to its next admission; LRU keeps it only if that wait is shorter than Che's
+            # characteristic time of the room beside the running batch (closed_loop_kept).
+            unlocked = max(0.0, ttft - st.prefill_s) if math.isfinite(ttft) else 0.0
+            kept = closed_loop_kept(m.thinks + unlocked, m.histories * idle_scale, st.x, room)
+            new_cached = m.shared_tokens + affinity * kept * m.private_tokens
+            new = affinity * float((kept * m.private_tokens).sum()
+                                   / max(m.private_tokens.sum(), 1e-9))
         # the frontend's latency at the requests this state keeps open
         moved = latency
         if frontend is not None:

@@ -35,6 +35,7 @@ drawing the next from the sampler. Rules (docs/agentic.md):
 
 from __future__ import annotations
 
+import heapq
 import math
 import os
 import tempfile
@@ -46,7 +47,7 @@ import numpy as np
 import simpy
 
 from inferasim.workload.keys import session_base
-from inferasim.workload.request import Arrival, RequestSpec, Session
+from inferasim.workload.request import Arrival, RequestSpec, Session, Turn
 
 CORPUS_VERSION = 1
 LOCAL_KEY_LIMIT = 1 << 32
@@ -638,6 +639,57 @@ class LaneDriver:
     @property
     def exhausted(self) -> bool:
         return self.max_requests is not None and self.sent >= self.max_requests
+
+    def lane_sessions(self) -> list[Session]:
+        """The lanes' requests as closed-loop sessions, for a closed form that cannot run the
+        lanes (``sweep.projection``): one session per tree instance, in the order the lanes
+        would take their trees (each lane's first from a drawn start point, its warm-up turn
+        included; then whichever lane's recorded time is least takes the sampler's next).
+        A stream's turns follow the turn that spawns it (they run beside their parent's
+        later turns in the replay); each turn's delay is the lane's wait before it (the
+        recorded gap or think time, at most the idle cap). A lane takes trees until its
+        recorded time, delays and server times, covers the duration. Uses this source's
+        own sampler and generator: a source built for its lanes should not also drive."""
+        cap = self.idle_cap
+        sessions: list[Session] = []
+        lanes = [(0.0, i) for i in range(self.concurrency)]
+        first = [True] * self.concurrency
+        while lanes:
+            clock, lane = heapq.heappop(lanes)
+            tree = self.sampler.next()
+            warm = -1
+            if first[lane] and self.start_max_ratio > 0:
+                ratio = float(self.rng.uniform(self.start_min_ratio, self.start_max_ratio))
+                warm = warmup_turn_at(self.corpus, tree, ratio)
+            first[lane] = False
+            inst = TreeInstance(self.corpus, tree, self.instances, max(0, warm),
+                                warmup=warm >= 0, live_responses=self.live_responses)
+            self.instances += 1
+            turns: list[Turn] = []
+            dropped = inst.dropped_streams()
+            start = clock
+            # the root stream from its start turn, each spawned stream after its parent turn
+            pending = [(0, inst.start_turn)]
+            while pending and clock < self.duration_s:
+                s, k = pending.pop()
+                j = inst.stream_first[s] + k
+                if k + 1 < inst.stream_n[s]:
+                    pending.append((s, k + 1))
+                pending.extend((c, 0) for c in reversed(inst.children.get(j, ()))
+                               if c not in dropped)
+                delay = 0.0 if not turns else self.delay(self.corpus, inst.t0 + j)
+                if cap is not None:
+                    delay = min(delay, cap)
+                api = float(self.corpus.api[inst.t0 + j])
+                clock += delay + (api if math.isfinite(api) and api > 0 else 0.0)
+                turns.append(Turn(delay, inst.specs[j]))
+            if clock <= start:  # a tree without recorded time cannot fill the duration
+                clock = self.duration_s
+            if turns:
+                sessions.append(Session(inst.instance, tuple(turns)))
+            if clock < self.duration_s:
+                heapq.heappush(lanes, (clock, lane))
+        return sessions
 
     def delay(self, corpus: TreeCorpus, turn: int) -> float:
         value = float(self._delays[turn])
