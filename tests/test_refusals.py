@@ -179,3 +179,26 @@ def test_a_head_blocked_by_preallocated_pages_is_named_a_stall_not_a_request_pas
     alone = KVManager(40 * 16, 16, 16, sc.engine.eviction_policy, True)
     assert alone.refusal(41 * 16, holders=2) == "needs 656 tokens of KV; the pool holds 640"
     assert alone.refusal(30 * 16) == "needs 480 tokens of KV; the pool holds 640"
+
+
+def test_a_head_waits_while_pages_held_here_are_still_on_their_way():
+    # A disaggregated decode instance preallocated a prompt whose prefill runs elsewhere:
+    # its pages are held, it is not queued here yet. A head that fits the pool once that
+    # request has run is not refused: it waits for it (SGLang's prealloc queue).
+    import simpy
+
+    from inferasim.cost.oracle import AnalyticOracle
+    from inferasim.serve.engine import EngineInstance
+    from inferasim.serve.kv_manager import KVManager
+
+    sc = load_scenario(None, ["engine.name=sglang", "engine.page_size=16"])
+    kv = KVManager(40 * 16, 16, 16, sc.engine.eviction_policy, True)
+    eng = EngineInstance(simpy.Environment(), sc, AnalyticOracle(sc), kv, driven=True)
+    on_its_way = _live(2, 20, 200)
+    assert kv.preallocate(on_its_way, 0)
+    eng._prealloc_held = 1  # as _serve_preallocs counts a preallocation it made
+    head = _live(1, 30, 0)
+    eng.waiting.append(head)
+    assert eng.form_step(0.0) is None
+    assert on_its_way.private == 320 and eng.pages_in_flight() == 1
+    assert head.failed == "" and eng.waiting == [head]

@@ -98,6 +98,9 @@ class EngineInstance(EngineCore):
             self._poke()
         return done
 
+    def pages_in_flight(self) -> int:
+        return self._prealloc_held
+
     def release_prealloc(self, req: LiveRequest) -> None:
         """A preallocated request that will not decode here (its prefill failed, or the
         prefill's one token was the whole answer) gives its pages back."""

@@ -214,6 +214,10 @@ class EngineCore:
             if not step.empty:
                 return step
             if self.stats.preemptions == preempted_before and not self.running:
+                if self.pages_in_flight():
+                    # requests holding pages here are on their way (their prefills and
+                    # transfers): they will run and free them; wait for them
+                    return None
                 # Nothing runs and the head of the queue cannot be admitted into an empty
                 # pool: it never will be. Refuse it, as an engine refuses a prompt longer
                 # than its KV capacity.
@@ -339,6 +343,11 @@ class EngineCore:
             # collected before any finishes: a finish moves the set's last row into its hole
             for req in sorted((dec.reqs[i] for i in done), key=lambda r: r.admitted_seq):
                 self._finish(req, now)
+
+    def pages_in_flight(self) -> int:
+        """Requests holding pages of this pool that have not reached its queues yet (a
+        disaggregated decode instance's preallocations): none here."""
+        return 0
 
     def _refuse(self, req: LiveRequest) -> None:
         self.waiting.remove(req)
