@@ -251,6 +251,31 @@ def test_an_agentic_sweep_says_where_it_falls_off(tmp_path):
     assert "KV cliff (base): between 4 and 8 clients" in res.output
 
 
+def test_rungs_with_more_clients_than_running_slots_are_named(tmp_path):
+    # the agentic quickstart pins engine.max_num_seqs at 8, its lanes: rungs past it queue
+    out = tmp_path / "out"
+    res = _invoke("scenarios/agentic-quickstart.yaml", "--concurrency", "4,8,16", "--jobs",
+                  "1", "--set", "workload.duration_s=120", "--grid",
+                  "engine.max_num_seqs=8,16", "--out", str(out), "--no-plots")
+    assert res.exit_code == 0, res.output
+    note = json.loads((out / "sweep.json").read_text())["queued_rungs"]
+    assert note.startswith("note: c16 offer more clients than the deployment runs at once "
+                           "(8 requests")
+    assert note in res.output
+
+
+def test_running_slots_count_every_scheduler_of_the_deployment():
+    from inferasim.config.loader import load_scenario
+    from inferasim.sweep.slots import running_slots
+
+    assert running_slots(load_scenario(None, ["engine.max_num_seqs=64"])) == 64
+    assert running_slots(load_scenario(None, ["engine.max_num_seqs=64",
+                                              "topology.instances=3"])) == 192
+    disagg = load_scenario(None, ["engine.max_num_seqs=32", "topology.kind=disaggregated",
+                                  "topology.decode.instances=2"])
+    assert running_slots(disagg) == 64
+
+
 def test_a_recorded_traces_rungs_show_no_client_count(tmp_path):
     trace = tmp_path / "t.csv"
     trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "".join(

@@ -112,10 +112,13 @@ def sweep(scenario, overrides, ladder, grid_items, jobs, ray_address, ray_token,
     elapsed = time.perf_counter() - started
     frame.attrs["scenario"] = base.name
     from inferasim.sweep.cliff import cliff_text, kv_cliffs
+    from inferasim.sweep.slots import queued_rungs_note
 
     cliffs = kv_cliffs(frame)
+    queued = queued_rungs_note(rungs)
     spec = {"scenario": base.path, "overrides": all_overrides, "concurrency": concurrency,
-            "grid": dict(grid), "kv_cliffs": cliffs, "executor": executor.name,
+            "grid": dict(grid), "kv_cliffs": cliffs, "queued_rungs": queued,
+            "executor": executor.name,
             "workers": executor.workers, "wall_s": elapsed}
     written = write_results(out_dir, frame, base, plots=not no_plots, sweep_spec=spec)
     executor.store.remove()  # the whole result is in place: the partial rungs are spent
@@ -127,6 +130,8 @@ def sweep(scenario, overrides, ladder, grid_items, jobs, ray_address, ray_token,
         r.index for r in rungs if not r.scenario.workload.clients_drive_load)))
     for cliff in cliffs:
         click.echo(cliff_text(cliff))
+    if queued is not None:
+        click.echo(queued)
     resumed = f", {executor.resumed} resumed from {partial}" if executor.resumed else ""
     click.echo(f"({len(rungs)} rungs on {executor.name} x{executor.workers} in {elapsed:.1f} s of "
                f"wall time{resumed}; wrote {', '.join(written)} to {out_dir})")
