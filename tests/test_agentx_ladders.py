@@ -494,3 +494,26 @@ def test_a_recipes_receive_interval_meets_attention_dp_ranks_with_a_warning():
     assert rung_scenario(kept[0]).engine.scheduler_recv_interval == 1
     said = [str(w.message) for w in caught]
     assert len(said) == 1 and "not modelled with attention-DP ranks" in said[0]
+
+
+def test_the_closed_form_falls_off_the_minimax_ladder_between_the_measured_rungs():
+    # The projection of agentic lanes (LaneDriver.lane_sessions, Che's retention): the
+    # MXFP4 TP1 ladder holds 8 lanes and has lost its histories by 32, as measured (hit
+    # 0.956 at c8, 0.000 at c32); the search prunes agentic candidates by it.
+    from inferasim.sweep.projection import project
+    from inferasim.validate.agentx import (
+        corpus_output_ratio,
+        matched_output_scales,
+        read_ladders,
+        rung_scenario,
+        with_output_scales,
+    )
+
+    csv = shared_data("agentx-measured", "agentx_dev_ladders.csv")
+    shared_data("agentx-traces", "traces_v8_present.jsonl.gz")
+    rungs = read_ladders(csv)
+    rungs = with_output_scales(rungs, matched_output_scales(rungs, corpus_output_ratio))
+    ladder = {r.concurrency: r for r in rungs if r.ladder.startswith("minimax-m2.5 fp4 1x")}
+    held, lost = (project(rung_scenario(ladder[c])) for c in (8, 32))
+    assert held["prefix_hit_rate"] > 0.9 and lost["prefix_hit_rate"] < 0.1
+    assert held["output_tok_s"] == pytest.approx(ladder[8].measured["output_tok_s"], rel=0.2)
