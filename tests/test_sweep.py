@@ -274,6 +274,13 @@ def test_running_slots_count_every_scheduler_of_the_deployment():
     disagg = load_scenario(None, ["engine.max_num_seqs=32", "topology.kind=disaggregated",
                                   "topology.decode.instances=2"])
     assert running_slots(disagg) == 64
+    from inferasim.sweep.slots import queued_note
+
+    assert queued_note(load_scenario(None, ["engine.max_num_seqs=8"])) == (
+        "note: 16 clients, 8 running at once (engine.max_num_seqs per scheduler): the others "
+        "queue for a running slot, in their TTFT (raise it with --set engine.max_num_seqs=N)")
+    assert queued_note(load_scenario(None, ["engine.max_num_seqs=16"])) is None
+    assert queued_note(load_scenario(None, ["engine.max_num_seqs=8", "workload.rate=2"])) is None
 
 
 def test_a_recorded_traces_rungs_show_no_client_count(tmp_path):

@@ -73,6 +73,10 @@ def run(scenario, overrides, as_json, out_dir, out_format, stream_rows, percenti
             load = f"concurrency {wl.concurrency}"
         title = f"{deployment_title(resolved)}, {wl.format} workload, {load}"
         click.echo(summary_table(summary, title))
+        from inferasim.sweep.slots import queued_note
+
+        if (queued := queued_note(resolved)) is not None:
+            click.echo(queued)
         click.echo(f"(simulated {result.end_s:.0f} s in {summary['wall_s']:.2f} s of wall time)")
 
 

@@ -22,17 +22,36 @@ def running_slots(scenario: Scenario) -> int:
     return topo.instances * scenario.parallel.dp_attention * scenario.engine.max_num_seqs
 
 
+def queued_clients(scenario: Scenario) -> int | None:
+    """The running slots where the scenario's clients outnumber them (None where they do
+    not, or where the load is not the clients')."""
+    if not scenario.workload.clients_drive_load:
+        return None
+    slots = running_slots(scenario)
+    return slots if scenario.workload.concurrency > slots else None
+
+
+_QUEUE = ("the others queue for a running slot, in their TTFT (raise it with --set "
+          "engine.max_num_seqs=N")
+
+
+def queued_note(scenario: Scenario) -> str | None:
+    """A line saying the scenario's clients outnumber its running slots, or None."""
+    slots = queued_clients(scenario)
+    if slots is None:
+        return None
+    return (f"note: {scenario.workload.concurrency} clients, {slots} running at once "
+            f"(engine.max_num_seqs per scheduler): {_QUEUE})")
+
+
 def queued_rungs_note(rungs: Sequence) -> str | None:
     """A line naming the closed-loop rungs whose clients outnumber the running slots, or
     None. ``rungs``: the ladder's (``sweep.ladder.Rung``)."""
-    over = [(r.concurrency, running_slots(r.scenario)) for r in rungs
-            if r.scenario.workload.clients_drive_load
-            and r.concurrency > running_slots(r.scenario)]
+    over = [(r.concurrency, slots) for r in rungs
+            if (slots := queued_clients(r.scenario)) is not None]
     if not over:
         return None
-    slots = sorted({s for _, s in over})
     shown = ", ".join(f"c{c}" for c in sorted({c for c, _ in over}))
-    limit = "/".join(str(s) for s in slots)
+    limit = "/".join(str(s) for s in sorted({s for _, s in over}))
     return (f"note: {shown} offer more clients than the deployment runs at once ({limit} "
-            "requests: engine.max_num_seqs per scheduler); the others queue for a running "
-            "slot, in their TTFT (raise it with --set engine.max_num_seqs=N or --grid)")
+            f"requests: engine.max_num_seqs per scheduler); {_QUEUE} or --grid)")
