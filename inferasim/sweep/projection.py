@@ -83,6 +83,9 @@ class WorkloadMoments:
     # Per sampled request: what its session held in the cache while its client was away (the
     # previous turn's prompt and output; 0 for a session's first request). None: open loop.
     histories: np.ndarray | None = None
+    # The same for a cache that is sent the prompts only (a disaggregated prefill pool's):
+    # the previous turn's prompt.
+    prompt_histories: np.ndarray | None = None
 
     @property
     def hit_ideal(self) -> float:
@@ -197,36 +200,30 @@ def _cached_blocks(specs: list, outputs: bool = True) -> tuple[np.ndarray, np.nd
     return shared, private
 
 
-def closed_loop_kept(ages: np.ndarray, held: np.ndarray, rate: float,
-                     room: float) -> np.ndarray:
-    """Per request (1 or 0): whether an LRU cache of ``room`` tokens still holds its
-    session's history when it returns, ``ages[r]`` seconds after the history was last
-    touched, by Che's approximation: histories are kept while younger than the
-    characteristic time T at which the history tokens waiting in the cache, returns at
-    ``rate`` a second each holding ``held[r]`` tokens for min(age, T), fill the room. A
-    history never waits longer than its age, so a room holding them all keeps all."""
+def closed_loop_horizon(ages: np.ndarray, held: np.ndarray, rate: float,
+                        room: float) -> float:
+    """Che's characteristic time of an LRU cache of ``room`` tokens under a closed loop's
+    returns: a session's history (``held[r]`` tokens for sampled request r) waits in the
+    cache from its last touch until the request returns ``ages[r]`` seconds later, and is
+    found if it is younger than T, where the histories waiting, returns at ``rate`` a
+    second each holding ``held[r]`` for min(age, T), fill the room. Infinite where even
+    every history whole fits (none waits longer than its age)."""
     n = ages.size
-    if n == 0:
-        return np.ones(0)
-    need = rate * float(np.sum(held * ages)) / n
-    if need <= room:
-        return np.ones(n)
+    if n == 0 or rate * float(np.sum(held * ages)) / n <= room:
+        return math.inf
     if room <= 0 or rate <= 0:
-        return np.zeros(n)
-    # occupancy(T) = rate / n x (sum of held x age over ages < T + T x held over ages >= T):
+        return 0.0
+    # occupancy(T) x n / rate = (held x age summed over ages < T) + T x (held over ages >= T):
     # piecewise linear and increasing in T; find where it reaches the room
     order = np.argsort(ages, kind="stable")
     a, h = ages[order], held[order]
-    below = np.concatenate(([0.0], np.cumsum(h * a)))      # ages before index i
-    above = np.concatenate((np.cumsum(h[::-1])[::-1], [0.0]))  # held from index i on
+    below = np.concatenate(([0.0], np.cumsum(h * a)))
+    above = np.concatenate((np.cumsum(h[::-1])[::-1], [0.0]))
     target = room * n / rate
-    # at T = a[i] the occupancy is below[i] + a[i] x above[i]
-    at = below[:-1] + a * above[:-1]
-    i = int(np.searchsorted(at, target, side="right"))   # first age whose occupancy passes
+    i = int(np.searchsorted(below[:-1] + a * above[:-1], target, side="right"))
     if i >= n:
-        return np.ones(n)
-    t = (target - below[i]) / above[i] if above[i] > 0 else a[i]
-    return (ages < t).astype(np.float64)
+        return math.inf
+    return float((target - below[i]) / above[i]) if above[i] > 0 else float(a[i])
 
 
 def workload_moments(scenario: Scenario, sample: int = SAMPLE_REQUESTS) -> WorkloadMoments:
@@ -278,15 +275,19 @@ def workload_moments(scenario: Scenario, sample: int = SAMPLE_REQUESTS) -> Workl
     thinks = [think for think, _ in specs]
     # What a thinking client's session holds: its previous turn's prompt and output.
     last_context: dict[int, int] = {}
+    last_prompt: dict[int, int] = {}
     idle = []
     histories = np.zeros(len(specs))
+    prompt_histories = np.zeros(len(specs))
     for r, (think, spec) in enumerate(specs):
         held = last_context.get(spec.session)
         if held is not None:
             histories[r] = held
+            prompt_histories[r] = last_prompt[spec.session]
             if think > 0:
                 idle.append(held)
         last_context[spec.session] = spec.prompt_tokens + spec.output_tokens
+        last_prompt[spec.session] = spec.prompt_tokens
     p = np.asarray(prompts, dtype=np.float64)
     o = np.asarray(outputs, dtype=np.float64)
     times = np.asarray(arrivals, dtype=np.float64) if arrivals else None
@@ -308,7 +309,8 @@ def workload_moments(scenario: Scenario, sample: int = SAMPLE_REQUESTS) -> Workl
         if times is not None else None,
         sent_sequence=float(np.mean([r.prompt_tokens + r.max_tokens for r in requests]))
         if all(r.max_tokens is not None for r in requests) else None,
-        histories=histories if times is None else None)
+        histories=histories if times is None else None,
+        prompt_histories=prompt_histories if times is None else None)
 
 
 def _representatives(prompts: np.ndarray, cached: np.ndarray) -> list[tuple[float, float]]:
@@ -668,7 +670,7 @@ def project(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
     idle_context = scenario.workload.resident_tokens or m.idle_context
     idle_scale = idle_context / m.idle_context if m.idle_context > 0 else 1.0
     retention = affinity
-    horizon = math.inf  # an open loop's cache: Che's characteristic time (s)
+    horizon = math.inf  # the cache's characteristic time (Che), s
     cached = (m.reuse.cached_within(horizon, affinity) if m.reuse is not None
               else m.shared_tokens + retention * m.private_tokens)
     dp = scenario.parallel.dp_attention
@@ -697,7 +699,9 @@ def project(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
             # to its next admission; LRU keeps it only if that wait is shorter than Che's
             # characteristic time of the room beside the running batch (closed_loop_kept).
             unlocked = max(0.0, ttft - st.prefill_s) if math.isfinite(ttft) else 0.0
-            kept = closed_loop_kept(m.thinks + unlocked, m.histories * idle_scale, st.x, room)
+            ages = m.thinks + unlocked
+            horizon = closed_loop_horizon(ages, m.histories * idle_scale, st.x, room)
+            kept = (ages < horizon).astype(np.float64)
             new_cached = m.shared_tokens + affinity * kept * m.private_tokens
             new = affinity * float((kept * m.private_tokens).sum()
                                    / max(m.private_tokens.sum(), 1e-9))
@@ -815,9 +819,13 @@ def project_disaggregated(scenario: Scenario, knobs: Knobs | None = None,
             moved = batched_sojourn(server, scenario.workload.concurrency, away, workers)
         else:
             moved = batched_response(server, x, workers)
-        # LRU keeps what was written in the last pool / (uncached tokens a second) seconds
-        horizon = pool / max(x * tail, 1e-9)
         gap = float(out["e2e_mean_s"]) - sojourn + (moved if math.isfinite(moved) else 0.0)
+        if m.prompt_histories is not None:
+            # a closed loop's sessions each hold their last prompt until they return
+            horizon = closed_loop_horizon(m.thinks + gap, m.prompt_histories, x, pool)
+        else:
+            # LRU keeps what was written in the last pool / (uncached tokens a second) s
+            horizon = pool / max(x * tail, 1e-9)
         settled = tail == last_tail and (
             not math.isfinite(moved) or abs(moved - sojourn) <= 1e-3 * max(sojourn, 1e-3))
         sojourn, last_tail = moved, tail
