@@ -86,6 +86,10 @@ class WorkloadMoments:
     # The same for a cache that is sent the prompts only (a disaggregated prefill pool's):
     # the previous turn's prompt.
     prompt_histories: np.ndarray | None = None
+    # What the sampled sessions' last turns leave that no turn returns to: their prompts and
+    # outputs, and their prompts alone (tokens, over the sample).
+    dead_tokens: float = 0.0
+    dead_prompt_tokens: float = 0.0
 
     @property
     def hit_ideal(self) -> float:
@@ -200,30 +204,34 @@ def _cached_blocks(specs: list, outputs: bool = True) -> tuple[np.ndarray, np.nd
     return shared, private
 
 
-def closed_loop_horizon(ages: np.ndarray, held: np.ndarray, rate: float,
-                        room: float) -> float:
+def closed_loop_horizon(ages: np.ndarray, held: np.ndarray, rate: float, room: float,
+                        dead: float = 0.0) -> float:
     """Che's characteristic time of an LRU cache of ``room`` tokens under a closed loop's
     returns: a session's history (``held[r]`` tokens for sampled request r) waits in the
     cache from its last touch until the request returns ``ages[r]`` seconds later, and is
-    found if it is younger than T, where the histories waiting, returns at ``rate`` a
-    second each holding ``held[r]`` for min(age, T), fill the room. Infinite where even
-    every history whole fits (none waits longer than its age)."""
+    found if it is younger than T, where what the cache holds fills the room: the histories
+    waiting, returns at ``rate`` a second each holding ``held[r]`` for min(age, T), and the
+    histories no request returns to (a session's last turn), ``dead`` tokens over the
+    sample's requests, each held for T. Infinite where nothing is dead and every history
+    whole fits (none waits longer than its age)."""
     n = ages.size
-    if n == 0 or rate * float(np.sum(held * ages)) / n <= room:
+    if n == 0 or rate <= 0:
         return math.inf
-    if room <= 0 or rate <= 0:
+    if not dead and rate * float(np.sum(held * ages)) / n <= room:
+        return math.inf
+    if room <= 0:
         return 0.0
-    # occupancy(T) x n / rate = (held x age summed over ages < T) + T x (held over ages >= T):
+    # occupancy(T) x n / rate = (held x age over ages < T) + T x (held over ages >= T + dead):
     # piecewise linear and increasing in T; find where it reaches the room
     order = np.argsort(ages, kind="stable")
     a, h = ages[order], held[order]
     below = np.concatenate(([0.0], np.cumsum(h * a)))
-    above = np.concatenate((np.cumsum(h[::-1])[::-1], [0.0]))
+    above = np.concatenate((np.cumsum(h[::-1])[::-1], [0.0])) + dead
     target = room * n / rate
     i = int(np.searchsorted(below[:-1] + a * above[:-1], target, side="right"))
-    if i >= n:
+    if i >= n and not dead:
         return math.inf
-    return float((target - below[i]) / above[i]) if above[i] > 0 else float(a[i])
+    return float((target - below[i]) / above[i]) if above[i] > 0 else float(a[min(i, n - 1)])
 
 
 def workload_moments(scenario: Scenario, sample: int = SAMPLE_REQUESTS) -> WorkloadMoments:
@@ -288,6 +296,7 @@ def workload_moments(scenario: Scenario, sample: int = SAMPLE_REQUESTS) -> Workl
                 idle.append(held)
         last_context[spec.session] = spec.prompt_tokens + spec.output_tokens
         last_prompt[spec.session] = spec.prompt_tokens
+    closed = not arrivals
     p = np.asarray(prompts, dtype=np.float64)
     o = np.asarray(outputs, dtype=np.float64)
     times = np.asarray(arrivals, dtype=np.float64) if arrivals else None
@@ -309,8 +318,10 @@ def workload_moments(scenario: Scenario, sample: int = SAMPLE_REQUESTS) -> Workl
         if times is not None else None,
         sent_sequence=float(np.mean([r.prompt_tokens + r.max_tokens for r in requests]))
         if all(r.max_tokens is not None for r in requests) else None,
-        histories=histories if times is None else None,
-        prompt_histories=prompt_histories if times is None else None)
+        histories=histories if closed else None,
+        prompt_histories=prompt_histories if closed else None,
+        dead_tokens=float(sum(last_context.values())) if closed else 0.0,
+        dead_prompt_tokens=float(sum(last_prompt.values())) if closed else 0.0)
 
 
 def _representatives(prompts: np.ndarray, cached: np.ndarray) -> list[tuple[float, float]]:
@@ -700,7 +711,8 @@ def project(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
             # characteristic time of the room beside the running batch (closed_loop_kept).
             unlocked = max(0.0, ttft - st.prefill_s) if math.isfinite(ttft) else 0.0
             ages = m.thinks + unlocked
-            horizon = closed_loop_horizon(ages, m.histories * idle_scale, st.x, room)
+            horizon = closed_loop_horizon(ages, m.histories * idle_scale, st.x, room,
+                                          m.dead_tokens * idle_scale)
             kept = (ages < horizon).astype(np.float64)
             new_cached = m.shared_tokens + affinity * kept * m.private_tokens
             new = affinity * float((kept * m.private_tokens).sum()
@@ -822,7 +834,8 @@ def project_disaggregated(scenario: Scenario, knobs: Knobs | None = None,
         gap = float(out["e2e_mean_s"]) - sojourn + (moved if math.isfinite(moved) else 0.0)
         if m.prompt_histories is not None:
             # a closed loop's sessions each hold their last prompt until they return
-            horizon = closed_loop_horizon(m.thinks + gap, m.prompt_histories, x, pool)
+            horizon = closed_loop_horizon(m.thinks + gap, m.prompt_histories, x, pool,
+                                          m.dead_prompt_tokens)
         else:
             # LRU keeps what was written in the last pool / (uncached tokens a second) s
             horizon = pool / max(x * tail, 1e-9)
