@@ -715,8 +715,9 @@ def project(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
                                           m.dead_tokens * idle_scale)
             kept = (ages < horizon).astype(np.float64)
             new_cached = m.shared_tokens + affinity * kept * m.private_tokens
-            new = affinity * float((kept * m.private_tokens).sum()
-                                   / max(m.private_tokens.sum(), 1e-9))
+            own = float(m.private_tokens.sum())
+            # the share of the sessions' own prefixes kept (all of none where they have none)
+            new = affinity * (float((kept * m.private_tokens).sum()) / own if own > 0 else 1.0)
         # the frontend's latency at the requests this state keeps open
         moved = latency
         if frontend is not None:
