@@ -708,7 +708,7 @@ def project(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
         else:
             # A session's history waits in the cache, evictable, from its previous turn's end
             # to its next admission; LRU keeps it only if that wait is shorter than Che's
-            # characteristic time of the room beside the running batch (closed_loop_kept).
+            # characteristic time of the room beside the running batch (closed_loop_horizon).
             unlocked = max(0.0, ttft - st.prefill_s) if math.isfinite(ttft) else 0.0
             ages = m.thinks + unlocked
             horizon = closed_loop_horizon(ages, m.histories * idle_scale, st.x, room,
