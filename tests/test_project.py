@@ -351,3 +351,24 @@ def test_a_bursty_trace_queues_its_prompts_longer_than_an_even_one(tmp_path):
     assert clumped["prefill_wait_s"] > 5 * smooth["prefill_wait_s"] > 0
     poisson = workload_moments(_scenario(*RANDOM, "workload.rate=2"))
     assert poisson.arrival_scv == 1.0
+
+
+def test_a_host_tier_serves_in_the_closed_form_what_the_gpu_pool_lost():
+    """Qwen3-235B on 4 H200 under SGLang, the agentic quickstart's lanes at 128: past the
+    GPU pool's cliff every history is lost there; HiCache's host tier (twice the pool) holds
+    them, and the projection says so with the replay (host hits 89.7% against 86.9%,
+    output 762 against 706 tok/s; without the tier 167 against 175)."""
+    from inferasim.report.run_report import replay_summary
+    from inferasim.serve.simulation import simulate
+
+    common = ["model.name=qwen3-235b-a22b", "gpu.name=h200", "engine.name=sglang",
+              "parallel.tp=4", "engine.max_num_seqs=256", "workload.concurrency=128"]
+    path = "scenarios/agentic-quickstart.yaml"
+    tiered = load_scenario(path, [*common, "engine.kv_offload=hicache"])
+    bare = project(load_scenario(path, common))
+    proj = project(tiered)
+    rep = replay_summary(simulate(tiered))[1]
+    assert bare["host_hit_rate"] == 0 and proj["prefix_hit_rate"] < 0.05
+    assert proj["host_hit_rate"] == pytest.approx(rep["host_hit_rate"], abs=0.1)
+    assert proj["output_tok_s"] == pytest.approx(rep["output_tok_s"], rel=0.15)
+    assert proj["output_tok_s"] > 3 * bare["output_tok_s"]

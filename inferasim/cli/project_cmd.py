@@ -20,6 +20,7 @@ ROWS = (
     ("e2e_mean_s", "E2E mean s", 1.0, "{:.2f}"),
     ("interactivity_tok_s", "tok/s per user", 1.0, "{:.1f}"),
     ("prefix_hit_rate", "prefix hit rate %", 100.0, "{:.1f}"),
+    ("host_hit_rate", "host tier hit rate %", 100.0, "{:.1f}"),
 )
 
 
@@ -33,6 +34,8 @@ def _table(projection: dict, scored: dict | None) -> str:
     head = ["metric", "projection"] + (["replay", "difference", "diff %"] if scored else [])
     rows = [head]
     for key, name, scale, fmt in ROWS:
+        if key == "host_hit_rate" and not projection.get(key):
+            continue  # no host tier, or none used
         row = [name, _fmt(projection.get(key), fmt, scale)]
         if scored:
             s = scored.get(key)

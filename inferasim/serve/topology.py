@@ -76,6 +76,18 @@ def full_kv_bytes_per_token(scenario: Scenario) -> float:
         scenario.kv_dtype, attn_tp=1, dcp=1, latent_sharded=False)
 
 
+def _tier_tokens(scenario: Scenario, gib: float) -> int:
+    """Tokens ``gib`` of a tier holds for one attention-DP rank, each token stored once."""
+    return int(gib * 2**30 / scenario.parallel.dp_attention // full_kv_bytes_per_token(scenario))
+
+
+def host_tier_tokens(scenario: Scenario, plan) -> int:
+    """A scheduler's host tier (``engine.offload_host_gib``, default twice the GPU pool,
+    HiCache's ratio 2), in tokens."""
+    gib = scenario.engine.offload_host_gib
+    return 2 * plan.kv_pool_tokens if gib is None else _tier_tokens(scenario, gib)
+
+
 def attach_host_tier(env: simpy.Environment, scenario: Scenario, kv: KVManager, plan,
                      block_tokens: int) -> KVTier:
     """A host KV tier behind ``kv``'s pool (``engine.kv_offload``): its capacity from
@@ -88,18 +100,13 @@ def attach_host_tier(env: simpy.Environment, scenario: Scenario, kv: KVManager, 
     if gpu.host_link_bw_per_dir <= 0:
         raise ConfigError(f"{gpu.name} records no host link (gpu.host_link_bw_per_dir), which "
                           "a host KV tier reloads over", key="engine.kv_offload")
-    distinct = full_kv_bytes_per_token(scenario)
-
-    def tokens(gib: float) -> int:  # one attention-DP rank's share, each token stored once
-        return int(gib * 2**30 / scenario.parallel.dp_attention // distinct)
-
-    capacity = (2 * plan.kv_pool_tokens if eng.offload_host_gib is None
-                else tokens(eng.offload_host_gib))
+    capacity = host_tier_tokens(scenario, plan)
     policy = OffloadPolicy.named(eng.kv_offload, eng.offload_chunk_tokens)
     tier = KVTier(policy, capacity, block_tokens, bytes_per_token=plan.kv_bytes_per_token,
                   link_bytes_per_s=gpu.host_link_bw_per_dir)
     if eng.offload_storage_gib is not None:  # EngineSpec refused it without a host writer
-        tier.below = KVTier(policy, tokens(eng.offload_storage_gib), block_tokens,
+        tier.below = KVTier(policy, _tier_tokens(scenario, eng.offload_storage_gib),
+                            block_tokens,
                             bytes_per_token=plan.kv_bytes_per_token,
                             link_bytes_per_s=eng.offload_storage_read_bw,
                             latency_s=eng.offload_storage_latency_s, name="storage")

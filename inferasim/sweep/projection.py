@@ -324,6 +324,48 @@ def workload_moments(scenario: Scenario, sample: int = SAMPLE_REQUESTS) -> Workl
         dead_prompt_tokens=float(sum(last_prompt.values())) if closed else 0.0)
 
 
+@attrs.frozen
+class _HostTier:
+    """A scheduler's host KV tier as the replay attaches it (``attach_host_tier``)."""
+
+    tokens: int
+    reload_s_per_token: float   # a GPU's shard of a token over its host link
+    reload: str                 # how the engine waits for a reload (OffloadPolicy.reload)
+    writes: str                 # what it is written (OffloadPolicy.writes)
+
+    @classmethod
+    def of(cls, scenario: Scenario, plan) -> _HostTier | None:
+        """None without ``engine.kv_offload``. A storage tier behind it is not in the
+        closed form."""
+        eng, gpu = scenario.engine, scenario.gpu
+        if eng.kv_offload == "none" or gpu.host_link_bw_per_dir <= 0:
+            return None
+        from inferasim.serve.offload import OffloadPolicy
+        from inferasim.serve.topology import host_tier_tokens
+
+        policy = OffloadPolicy.named(eng.kv_offload, eng.offload_chunk_tokens)
+        return cls(host_tier_tokens(scenario, plan),
+                   plan.kv_bytes_per_token / gpu.host_link_bw_per_dir, policy.reload,
+                   policy.writes)
+
+    def kept(self, ages: np.ndarray, held: np.ndarray, dead: float, rate: float,
+             gpu_horizon: float, running: float) -> np.ndarray:
+        """Per request (bool): whether the tier serves the history the GPU pool lost. A
+        tier written as prompts are computed or cached (LMCache, HiCache) holds a copy of
+        everything, the running requests' contexts (``running`` tokens) included, so every
+        history competes for it; one written with the GPU pool's evictions (vLLM's
+        connector) holds a history only from its eviction on, ``gpu_horizon`` after its
+        last touch."""
+        lost = ages >= gpu_horizon
+        if not lost.any():
+            return lost
+        if self.writes == "evicted":
+            since = np.maximum(ages - gpu_horizon, 0.0)
+            return lost & (since < closed_loop_horizon(since, held, rate, self.tokens, dead))
+        room = max(0.0, self.tokens - running)
+        return lost & (ages < closed_loop_horizon(ages, held, rate, room, dead))
+
+
 def _representatives(prompts: np.ndarray, cached: np.ndarray) -> list[tuple[float, float]]:
     """Representative requests, (uncached tail, cached) each: quantiles of the uncached
     tail, equal weights."""
@@ -337,8 +379,12 @@ class _Prices:
     """Step prices from the oracle, cached by integer batch and interpolated between."""
 
     def __init__(self, scenario: Scenario, oracle, moments: WorkloadMoments,
-                 cached: np.ndarray, width: int, group: int = 1):
+                 cached: np.ndarray, width: int, group: int = 1,
+                 reload: tuple[float, str] = (0.0, "")):
         eng = scenario.engine
+        # a host tier's reload, seconds a mean request, and how the engine waits for it
+        # (OffloadPolicy.reload: "in-step", "overlapped", "async")
+        self.reload_s, self.reload_mode = reload
         self.oracle = oracle
         # Ranks stepping together: every step is the group's, its other ranks decoding.
         self.group = group
@@ -422,6 +468,16 @@ class _Prices:
                 span += step
                 service += step * chunk / budget
                 done += chunk
+            if self.reload_s > 0:
+                # LMCache loads before the forward (the step waits); HiCache overlaps the
+                # load with the step's layers (what exceeds the compute); vLLM's connector
+                # loads while the request waits, holding no step
+                wait = (self.reload_s if self.reload_mode == "in-step"
+                        else max(0.0, self.reload_s - service)
+                        if self.reload_mode == "overlapped" else 0.0)
+                added += wait
+                service += wait
+                span += self.reload_s if self.reload_mode == "async" else wait
             service_sum += service
             service_sq += service * service
         k = len(self.reps)
@@ -682,6 +738,8 @@ def project(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
     idle_scale = idle_context / m.idle_context if m.idle_context > 0 else 1.0
     retention = affinity
     horizon = math.inf  # the cache's characteristic time (Che), s
+    tier = _HostTier.of(scenario, plan)
+    host = np.zeros_like(m.prompts)     # per request: tokens reloaded from the host tier
     cached = (m.reuse.cached_within(horizon, affinity) if m.reuse is not None
               else m.shared_tokens + retention * m.private_tokens)
     dp = scenario.parallel.dp_attention
@@ -692,7 +750,9 @@ def project(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
     clients = scenario.workload.concurrency
     latency = frontend(clients if m.rate is None else 1) if frontend is not None else 0.0
     for _ in range(RETENTION_PASSES):
-        prices = prices_class(per_rank, oracle, m, cached, width, group)
+        reload = (float(host.mean()) * tier.reload_s_per_token, tier.reload) if tier \
+            else (0.0, "")
+        prices = prices_class(per_rank, oracle, m, cached, width, group, reload)
         st, ttft, saturated = _solve(load, m, prices, cap, advance, latency + beyond)
         room = max(0.0, pool - st.b * (m.decode_context + window))
         if m.reuse is not None:
@@ -714,7 +774,11 @@ def project(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
             horizon = closed_loop_horizon(ages, m.histories * idle_scale, st.x, room,
                                           m.dead_tokens * idle_scale)
             kept = (ages < horizon).astype(np.float64)
-            new_cached = m.shared_tokens + affinity * kept * m.private_tokens
+            if tier is not None:
+                served = tier.kept(ages, m.histories * idle_scale, m.dead_tokens * idle_scale,
+                                   st.x, horizon, st.b * m.decode_context)
+                host = affinity * served * m.private_tokens
+            new_cached = m.shared_tokens + affinity * kept * m.private_tokens + host
             own = float(m.private_tokens.sum())
             # the share of the sessions' own prefixes kept (all of none where they have none)
             new = affinity * (float((kept * m.private_tokens).sum()) / own if own > 0 else 1.0)
@@ -726,7 +790,8 @@ def project(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
         retention, latency, cached = new, moved, new_cached
         if settled:
             break
-    hit = float(cached.sum() / m.prompts.sum())
+    host_hit = float(host.sum() / m.prompts.sum())
+    hit = float(cached.sum() / m.prompts.sum()) - host_hit   # the GPU pool's, as its counter
     x = st.x * engines
     out_tok = x * m.output_mean
     in_tok = x * m.prompt_mean
@@ -743,6 +808,7 @@ def project(scenario: Scenario, knobs: Knobs | None = None, oracle=None,
         "e2e_mean_s": ttft + st.decode_s,
         "interactivity_tok_s": 1.0 / st.tpot if st.tpot > 0 else math.nan,
         "prefix_hit_rate": hit,
+        "host_hit_rate": host_hit,
         "decode_batch": st.b,
         "decode_step_ms": prices.decode_step(max(st.b, 1.0)) * 1e3,
         "prefill_span_s": st.prefill_s,
@@ -863,6 +929,7 @@ def project_disaggregated(scenario: Scenario, knobs: Knobs | None = None,
         "prefill_span_s": span, "prefill_wait_s": max(0.0, sojourn - span),
         "kv_transfer_s": transfer, "prefill_capacity_rps": capacity,
         "prefix_hit_rate": hit, "prefill_cache_horizon_s": horizon,
+        "host_hit_rate": None,   # a disaggregated pool's host tier is not in the closed form
         # the share of the sessions' own prefixes the prefill pool's cache still holds
         "cache_retention": float((cached - m.prompt_shared_tokens).sum()
                                  / max(m.prompt_private_tokens.sum(), 1.0)),
@@ -881,10 +948,10 @@ def _prefill_affinity(scenario: Scenario, prefill: Scenario) -> float:
 def _prefill_pool_cached(m: WorkloadMoments, affinity: float, horizon: float, gap: float
                          ) -> np.ndarray:
     """Per sampled request, the cached tokens a disaggregated prefill pool serves it. Its
-    cache is sent the prompts and never the outputs. Under LRU a block stays while less
-    than ``horizon`` seconds of new blocks have been written after it (the pool over the
-    rate uncached tokens arrive: Che's approximation), so a session's last prompt is found
-    if its next turn comes back within the horizon: ``gap`` (the rest of its round outside
+    cache is sent the prompts and never the outputs. Under LRU a block stays while it is
+    younger than the cache's characteristic time ``horizon`` (Che's; for a closed loop
+    ``closed_loop_horizon`` over the sessions' last prompts), so a session's last prompt is
+    found if its next turn comes back within the horizon: ``gap`` (the rest of its round outside
     the pool's cache: transfer, decode, the next prompt's wait) plus its think time; a turn
     finds its prompt only with the router's ``affinity``. An open loop's blocks are kept by
     their ages since their last touch (``ReuseAges.cached_within``)."""
@@ -926,7 +993,8 @@ def _prefill_spread(oracle, prompts: np.ndarray, cached: np.ndarray, tail: int,
 
 # Metrics the projection and a replay both report, scored projection against replay.
 SCORED = ("output_tok_s", "output_tok_s_per_gpu", "input_tok_s", "total_tok_s", "ttft_mean_s",
-          "itl_mean_ms", "tpot_mean_ms", "e2e_mean_s", "interactivity_tok_s", "prefix_hit_rate")
+          "itl_mean_ms", "tpot_mean_ms", "e2e_mean_s", "interactivity_tok_s", "prefix_hit_rate",
+          "host_hit_rate")
 
 
 def score(projection: dict[str, Any], replay: dict[str, Any]) -> dict[str, dict[str, Any]]:
