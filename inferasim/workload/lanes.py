@@ -640,7 +640,7 @@ class LaneDriver:
     def exhausted(self) -> bool:
         return self.max_requests is not None and self.sent >= self.max_requests
 
-    def lane_sessions(self) -> list[Session]:
+    def lane_sessions(self, lanes: int | None = None) -> list[Session]:
         """The lanes' requests as closed-loop sessions, for a closed form that cannot run the
         lanes (``sweep.projection``): one session per tree instance, in the order the lanes
         would take their trees (each lane's first from a drawn start point, its warm-up turn
@@ -648,14 +648,16 @@ class LaneDriver:
         A stream's turns follow the turn that spawns it (they run beside their parent's
         later turns in the replay); each turn's delay is the lane's wait before it (the
         recorded gap or think time, at most the idle cap). A lane takes trees until its
-        recorded time, delays and server times, covers the duration. Uses this source's
-        own sampler and generator: a source built for its lanes should not also drive."""
+        recorded time, delays and server times, covers the duration. ``lanes``: how many of
+        the lanes (default all). Uses this source's own sampler and generator: a source
+        built for its lanes should not also drive."""
         cap = self.idle_cap
         sessions: list[Session] = []
-        lanes = [(0.0, i) for i in range(self.concurrency)]
-        first = [True] * self.concurrency
-        while lanes:
-            clock, lane = heapq.heappop(lanes)
+        n = self.concurrency if lanes is None else min(lanes, self.concurrency)
+        heap = [(0.0, i) for i in range(n)]
+        first = [True] * n
+        while heap:
+            clock, lane = heapq.heappop(heap)
             tree = self.sampler.next()
             warm = -1
             if first[lane] and self.start_max_ratio > 0:
@@ -688,7 +690,7 @@ class LaneDriver:
             if turns:
                 sessions.append(Session(inst.instance, tuple(turns)))
             if clock < self.duration_s:
-                heapq.heappush(lanes, (clock, lane))
+                heapq.heappush(heap, (clock, lane))
         return sessions
 
     def delay(self, corpus: TreeCorpus, turn: int) -> float:
