@@ -316,3 +316,18 @@ def test_a_sweep_with_a_host_tier_shows_where_each_rungs_prompts_came_from():
     assert "45.8%" in row and "47.4%" in row
     plain = _table(frame.assign(host_hit_rate=0.0))
     assert "GPU hit" not in plain and "host hit" not in plain
+
+
+def test_a_connector_the_engine_does_not_run_is_replayed_with_a_warning():
+    import warnings
+
+    from inferasim.config.errors import ConfigWarning
+    from inferasim.config.loader import load_scenario
+
+    with pytest.warns(ConfigWarning, match="hicache runs under sglang, mori-sglang, not vllm"):
+        load_scenario(None, ["engine.kv_offload=hicache"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConfigWarning)
+        load_scenario(None, ["engine.kv_offload=hicache", "engine.name=sglang"])
+        load_scenario(None, ["engine.kv_offload=lmcache", "engine.name=sglang"])
+        load_scenario(None, ["engine.kv_offload=vllm-native"])

@@ -80,6 +80,19 @@ def test_default_space_of_deepseek_r1_on_16_gpus():
     assert vllm.scenario.engine.scheduler_recv_interval == 1
 
 
+def test_a_kv_offload_connector_is_searched_only_under_the_engines_that_run_it():
+    resolver = DeploymentResolver(DSR1, ["gpu.name=mi355x", "engine.scheduler_recv_interval=1"])
+    space = build_space(resolver, 8, parse_space([
+        "engine.name=atom,sglang,vllm", "parallel.tp=8", "workload.concurrency=16",
+        "topology.kind=colocated", "speculative.method=none",
+        "engine.kv_offload=none,lmcache,hicache"]))
+    pairs = {(c.scenario.engine.name, c.scenario.engine.kv_offload) for c in space.candidates}
+    assert pairs == {("atom", "none"), ("sglang", "none"), ("sglang", "lmcache"),
+                     ("sglang", "hicache"), ("vllm", "none"), ("vllm", "lmcache")}
+    assert any("hicache runs under sglang, mori-sglang, not vllm" in reason
+               for _, reason in space.refused)
+
+
 def test_space_on_an_amd_part_and_narrowed():
     resolver = DeploymentResolver(DSR1, ["gpu.name=mi355x", "engine.scheduler_recv_interval=1"])
     space = build_space(resolver, 8, parse_space(["engine.name=atom,sglang", "parallel.tp=8",

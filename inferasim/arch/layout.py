@@ -27,6 +27,28 @@ def _check_engine_layout(scenario: Scenario, origins: dict[str, str], path: str)
                     "parallel.ep", origins, path)
 
 
+def offload_problem(scenario: Scenario) -> str | None:
+    """Why the scenario's KV offload connector cannot be launched under its engine, or None."""
+    from inferasim.config.scenario import OFFLOAD_ENGINES
+
+    eng = scenario.engine
+    runs = OFFLOAD_ENGINES.get(eng.kv_offload)
+    if runs is not None and eng.name not in runs:
+        return f"{eng.kv_offload} runs under {', '.join(runs)}, not {eng.name}"
+    return None
+
+
+def _check_offload(scenario: Scenario, origins: dict[str, str], path: str) -> None:
+    """A KV offload connector the engine does not run is replayed as asked, and said to be a
+    deployment that cannot be launched (a search refuses it: ``search/space.py``)."""
+    from inferasim.config.errors import warn
+
+    problem = offload_problem(scenario)
+    if problem:
+        warn(f"{problem}: replayed as asked, a deployment that cannot be launched",
+             file=origins.get("engine.kv_offload", path), key="engine.kv_offload")
+
+
 def check_layout(scenario: Scenario, origins: dict[str, str], path: str, *,
                  check_fit: bool = True) -> None:
     model, par = scenario.model, scenario.parallel
@@ -34,6 +56,7 @@ def check_layout(scenario: Scenario, origins: dict[str, str], path: str, *,
         raise _fail(f"attention-DP size {par.dp_attention} must divide parallel.tp={par.tp}",
                     "parallel.dp_attention", origins, path)
     _check_engine_layout(scenario, origins, path)
+    _check_offload(scenario, origins, path)
     attn_tp = par.attn_tp
     if model.num_attention_heads % attn_tp:
         raise _fail(f"attention TP {attn_tp} (tp / dp_attention) must divide the "

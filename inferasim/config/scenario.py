@@ -33,6 +33,14 @@ MAX_DURATION_S = 7 * 24 * 3600.0
 MAX_ARRIVALS = 50_000_000
 
 
+
+# The engines each KV offload connector runs under: LMCache's vLLM v1 connector and its SGLang
+# integration (--enable-lmcache), SGLang's HiCache (SGLang and AMD's MoRI build of it), vLLM's
+# own OffloadingConnector (LMCache and SGLang docs, read with the search tool [3P]).
+OFFLOAD_ENGINES = {"lmcache": ("vllm", "sglang", "mori-sglang"),
+                   "hicache": ("sglang", "mori-sglang"),
+                   "vllm-native": ("vllm",)}
+
 @attrs.frozen
 class ModelRef:
     name: str
@@ -91,7 +99,7 @@ class EngineSpec:
     # offload"): lmcache (vLLM + LMCache), hicache (SGLang HiCache), vllm-native (vLLM's
     # OffloadingConnector); none by default.
     kv_offload: str = attrs.field(default="none",
-                                  metadata=choices("none", "lmcache", "hicache", "vllm-native"))
+                                  metadata=choices("none", *OFFLOAD_ENGINES))
     # Host memory the tier may hold per instance, GiB (LMCache's max_local_cpu_size summed
     # over ranks; HiCache's --hicache-size); None = twice the instance's GPU KV pool
     # (HiCache's default --hicache-ratio 2).

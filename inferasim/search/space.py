@@ -19,6 +19,7 @@ from typing import Any
 
 import attrs
 
+from inferasim.arch.layout import offload_problem
 from inferasim.config.catalog import DEFAULT_SCENARIO, names_a_file
 from inferasim.config.errors import ConfigError, ConfigWarning
 from inferasim.config.loader import engines_for_vendor, resolve
@@ -367,6 +368,9 @@ def _candidates(resolver: DeploymentResolver, gpus: int, found, extras, ladder
             scenario = resolver(dep.overrides)
         except ConfigError as exc:
             refused.append((dep.label, _reason(exc)))
+            continue
+        if (problem := offload_problem(scenario)) is not None:
+            refused.append((dep.label, f"engine.kv_offload: {problem}"))
             continue
         if scenario.total_gpus > gpus:
             refused.append((dep.label, f"{scenario.total_gpus} GPUs exceed the budget of {gpus}"))
