@@ -93,6 +93,26 @@ def test_a_kv_offload_connector_is_searched_only_under_the_engines_that_run_it()
                for _, reason in space.refused)
 
 
+def test_an_agentic_workloads_space_searches_each_engines_own_offload_connectors():
+    """Agentic lanes past the GPU pool's cliff either buy GPUs or spill to host memory: the
+    default space of a lane-driven workload crosses each colocated layout with the offload
+    connectors its engine runs; a chat workload's has no such axis."""
+    agentic = DeploymentResolver("scenarios/agentic-quickstart.yaml", [])
+    space = build_space(agentic, 1, parse_space(["workload.concurrency=8",
+                                                 "speculative.method=none"]))
+    pairs = {(c.scenario.engine.name, c.scenario.engine.kv_offload)
+             for c in space.candidates}
+    assert pairs == {("vllm", "none"), ("vllm", "lmcache"), ("vllm", "vllm-native"),
+                     ("sglang", "none"), ("sglang", "lmcache"), ("sglang", "hicache"),
+                     ("atom", "none")}
+    assert not space.refused
+    labels = {c.deployment.label for c in space.candidates}
+    assert "sglang tp1 1x +hicache" in labels and "sglang tp1 1x" in labels
+    chat = build_space(DeploymentResolver(None, []), 1, parse_space([
+        "workload.concurrency=8", "speculative.method=none"]))
+    assert {c.scenario.engine.kv_offload for c in chat.candidates} == {"none"}
+
+
 def test_space_on_an_amd_part_and_narrowed():
     resolver = DeploymentResolver(DSR1, ["gpu.name=mi355x", "engine.scheduler_recv_interval=1"])
     space = build_space(resolver, 8, parse_space(["engine.name=atom,sglang", "parallel.tp=8",

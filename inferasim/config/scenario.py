@@ -16,6 +16,8 @@ WORKLOAD_FORMATS = ("synthetic", "random", "mooncake", "bailian", "azure", "agen
                     "sessions")
 # Workload formats whose load is the trace's own: no client count drives them.
 RECORDED_FORMATS = ("mooncake", "bailian", "azure")
+# Workload formats replayed as agentic lanes (workload/lanes.py).
+LANE_FORMATS = ("agentx", "sessions")
 
 # Upper bounds that catch a mistyped size before it builds clients or instances without end.
 MAX_CONCURRENCY = 1_000_000

@@ -25,7 +25,7 @@ from inferasim.config.errors import ConfigError, ConfigWarning
 from inferasim.config.loader import engines_for_vendor, resolve
 from inferasim.config.overrides import apply_overrides
 from inferasim.config.paths import resolve_scenario_path
-from inferasim.config.scenario import Scenario
+from inferasim.config.scenario import LANE_FORMATS, OFFLOAD_ENGINES, Scenario
 from inferasim.config.yaml_tree import load_tree
 
 # The engines searched by default are those the catalog runs on the part's vendor (each
@@ -77,8 +77,11 @@ class Deployment:
             parts.append(f"{o.get('topology.instances', '1')}x")
         if o.get("speculative.method", "none") != "none":
             parts.append(o["speculative.method"])
+        if o.get("engine.kv_offload", "none") != "none":
+            parts.append(f"+{o['engine.kv_offload']}")
         known = {"engine.name", "parallel.tp", "parallel.ep", "parallel.dp_attention",
-                 "speculative.method", "speculative.draft_tokens", "speculative.acceptance"}
+                 "speculative.method", "speculative.draft_tokens", "speculative.acceptance",
+                 "engine.kv_offload"}
         parts += [f"{k}={v}" for k, v in self.overrides
                   if k not in known and not k.startswith("topology.")]
         return " ".join(parts)
@@ -171,9 +174,19 @@ def default_axes(base: Scenario, gpus: int) -> dict[str, list[str]]:
     domain = max(1, int(base.gpu.scaleup_domain))
     tps = [t for t in TP_DEGREES if t <= min(domain, gpus)]
     spec = ["none", "mtp"] if base.model.mtp_layers > 0 else ["none"]
-    return {"engine.name": engines, "parallel.tp": [str(t) for t in tps],
+    axes = {"engine.name": engines, "parallel.tp": [str(t) for t in tps],
             "topology.kind": ["colocated", "disaggregated"], "speculative.method": spec,
             "topology.orchestrator": list(VENDOR_ORCHESTRATORS.get(vendor, ("native",)))}
+    if base.workload.format in LANE_FORMATS:
+        # agentic lanes past the GPU pool's cliff either buy GPUs or spill to host memory:
+        # each engine's own connectors are searched beside none (offload_axis)
+        axes["engine.kv_offload"] = ["none", *OFFLOAD_ENGINES]
+    return axes
+
+
+def offload_axis(engine: str, values: Sequence[str]) -> list[str]:
+    """The offload connectors of ``values`` that ``engine`` runs (none always)."""
+    return [v for v in values if v == "none" or engine in OFFLOAD_ENGINES.get(v, ())]
 
 
 def _splits(instances: int) -> list[tuple[int, int]]:
@@ -222,6 +235,9 @@ def deployments(base: Scenario, gpus: int, narrow: Sequence[tuple[str, list[str]
         if "parallel.dp_attention" in given else None
     splits = [parse_split(v) for v in given.get("topology.split", [])]
     extra_keys = [(k, v) for k, v in narrow if k not in SPACE_KEYS]
+    # a default offload axis (agentic lanes) is searched per engine, colocated only (the
+    # closed form prices a host tier behind a colocated pool); a --space one is a grid axis
+    offload = axes.get("engine.kv_offload") if "engine.kv_offload" not in given else None
     out: list[Deployment] = []
     for engine, tp_text, kind, method in itertools.product(
             axes["engine.name"], axes["parallel.tp"], axes["topology.kind"],
@@ -239,9 +255,12 @@ def deployments(base: Scenario, gpus: int, narrow: Sequence[tuple[str, list[str]
             layout = [("engine.name", engine), ("parallel.tp", str(tp)), ("parallel.ep", str(ep)),
                       ("parallel.dp_attention", str(dp))]
             spec = _speculative(base, method)
+            tiers = [[("engine.kv_offload", v)] for v in offload_axis(engine, offload)] \
+                if offload else [[]]
             if kind == "colocated":
                 topo = [("topology.kind", "colocated"), ("topology.instances", str(slots))]
-                out.append(Deployment(tuple(layout + topo + spec), kind, slots))
+                out.extend(Deployment(tuple(layout + topo + spec + tier), kind, slots)
+                           for tier in tiers)
                 continue
             for (p, d), orchestrator in itertools.product(splits or _splits(slots),
                                                           axes["topology.orchestrator"]):
