@@ -34,14 +34,13 @@ MAX_DURATION_S = 7 * 24 * 3600.0
 # one core and 400 MB of times; a mistyped rate of 1e12 would ask for an array past memory.
 MAX_ARRIVALS = 50_000_000
 
-
-
 # The engines each KV offload connector runs under: LMCache's vLLM v1 connector and its SGLang
 # integration (--enable-lmcache), SGLang's HiCache (SGLang and AMD's MoRI build of it), vLLM's
 # own OffloadingConnector (LMCache and SGLang docs, read with the search tool [3P]).
 OFFLOAD_ENGINES = {"lmcache": ("vllm", "sglang", "mori-sglang"),
                    "hicache": ("sglang", "mori-sglang"),
                    "vllm-native": ("vllm",)}
+
 
 @attrs.frozen
 class ModelRef:
