@@ -234,7 +234,7 @@ def closed_loop_horizon(ages: np.ndarray, held: np.ndarray, rate: float, room: f
     i = int(np.searchsorted(below[:-1] + a * above[:-1], target, side="right"))
     if i >= n and not dead:
         return math.inf
-    return float((target - below[i]) / above[i]) if above[i] > 0 else float(a[min(i, n - 1)])
+    return float((target - below[i]) / above[i]) if above[i] > 0 else float(a[i])
 
 
 def workload_moments(scenario: Scenario, sample: int = SAMPLE_REQUESTS) -> WorkloadMoments:
@@ -288,19 +288,17 @@ def workload_moments(scenario: Scenario, sample: int = SAMPLE_REQUESTS) -> Workl
     # What a thinking client's session holds: its previous turn's prompt and output.
     last_context: dict[int, int] = {}
     last_prompt: dict[int, int] = {}
-    idle = []
     histories = np.zeros(len(specs))
     prompt_histories = np.zeros(len(specs))
-    for r, (think, spec) in enumerate(specs):
+    for r, (_, spec) in enumerate(specs):
         held = last_context.get(spec.session)
         if held is not None:
             histories[r] = held
             prompt_histories[r] = last_prompt[spec.session]
-            if think > 0:
-                idle.append(held)
         last_context[spec.session] = spec.prompt_tokens + spec.output_tokens
         last_prompt[spec.session] = spec.prompt_tokens
     closed = not arrivals
+    idle = (histories > 0) & (np.asarray(thinks) > 0)   # a returning session that thought
     p = np.asarray(prompts, dtype=np.float64)
     o = np.asarray(outputs, dtype=np.float64)
     times = np.asarray(arrivals, dtype=np.float64) if arrivals else None
@@ -312,7 +310,7 @@ def workload_moments(scenario: Scenario, sample: int = SAMPLE_REQUESTS) -> Workl
         think_mean_s=float(np.mean(thinks)),
         hit_shared=float(sh_a.sum() / p.sum()), hit_private=float(pr_a.sum() / p.sum()),
         decode_context=float((o * (p + o / 2)).sum() / o.sum()),
-        idle_context=float(np.mean(idle)) if idle else 0.0, rate=rate,
+        idle_context=float(histories[idle].mean()) if idle.any() else 0.0, rate=rate,
         prompts=p, shared_tokens=sh_a, private_tokens=pr_a,
         prompt_shared_tokens=sh_p, prompt_private_tokens=pr_p,
         thinks=np.asarray(thinks, dtype=np.float64),
